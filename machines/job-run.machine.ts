@@ -1,0 +1,139 @@
+/**
+ * The JobRun machine: the single execution attempt of a job (1:1). Its events live on the job's
+ * subject, and an event is accepted only when both this machine and the Job machine accept it.
+ * This machine owns fencing: a completion must name the run that holds the job.
+ */
+import { assign, setup } from 'xstate';
+import type { Json } from './envelope.js';
+import type { Artifact, FailureReason, JobError, JobEvent } from './job.events.js';
+
+export type RunStatus = 'none' | 'running' | 'completed' | 'failed' | 'skipped';
+
+export interface RunContext {
+  readonly run_id: string | null;
+  readonly worker: string | null;
+  readonly host: string | null;
+  readonly pid: number | null;
+  readonly version: string | null;
+  readonly lease_ms: number | null;
+  readonly started_at: string | null;
+  readonly finished_at: string | null;
+  readonly result: Json;
+  readonly error: JobError | null;
+  readonly failure_reason: FailureReason | null;
+  readonly exit_code: number | null;
+  readonly artifacts: readonly Artifact[];
+}
+
+export const EMPTY_RUN: RunContext = {
+  run_id: null,
+  worker: null,
+  host: null,
+  pid: null,
+  version: null,
+  lease_ms: null,
+  started_at: null,
+  finished_at: null,
+  result: null,
+  error: null,
+  failure_reason: null,
+  exit_code: null,
+  artifacts: [],
+};
+
+/** The context effect of every event the run accepts. Terminal fields are written once. */
+export function applyRunEvent(context: RunContext, event: JobEvent): RunContext {
+  switch (event.type) {
+    case 'job.claimed': {
+      const d = event.data;
+      return {
+        ...EMPTY_RUN,
+        run_id: d.run_id,
+        worker: d.worker,
+        host: d.host,
+        pid: d.pid,
+        version: d.version,
+        lease_ms: d.lease_ms,
+        started_at: event.time,
+      };
+    }
+    case 'job.succeeded':
+      return { ...context, finished_at: event.time, result: event.data.result, exit_code: event.data.exit_code ?? null };
+    case 'job.failed':
+      return {
+        ...context,
+        finished_at: event.time,
+        error: event.data.error,
+        failure_reason: event.data.reason,
+        exit_code: event.data.exit_code ?? null,
+      };
+    case 'job.cancelled':
+      return { ...context, finished_at: event.time, failure_reason: 'cancelled' };
+    case 'job.skipped':
+      return { ...context, finished_at: event.time };
+    case 'job.artifact_added':
+      return { ...context, artifacts: [...context.artifacts, event.data.artifact] };
+    case 'job.submitted':
+    case 'job.released':
+    case 'job.moved':
+    case 'job.ignored':
+      return context;
+    default: {
+      const unhandled: never = event;
+      return unhandled;
+    }
+  }
+}
+
+type GuardArgs = { context: RunContext; event: JobEvent };
+
+export const runGuards = {
+  /** Fencing: a completion must name the run holding the job (`stale_run` otherwise). */
+  isCurrentRun: ({ context, event }: GuardArgs) =>
+    'run_id' in event.data && event.data.run_id !== null && event.data.run_id === context.run_id,
+  /** A skip of a running job must come from its run; a skip with no run id is for a job not yet run. */
+  isSkipByCurrentRun: ({ context, event }: GuardArgs) =>
+    event.type === 'job.skipped' && event.data.run_id !== null && event.data.run_id === context.run_id,
+};
+
+// Events that belong to the job alone are no-ops here while no run exists, so the aggregate
+// rule is always "both machines accept", with no list of exceptions kept elsewhere.
+const JOB_ONLY_BEFORE_RUN = {
+  'job.submitted': { target: 'none' },
+  'job.released': { target: 'none' },
+  'job.moved': { target: 'none' },
+  'job.cancelled': { target: 'none' },
+  'job.ignored': { target: 'none' },
+  'job.skipped': { target: 'none' },
+} as const;
+
+export const jobRunMachine = setup({
+  types: { context: {} as RunContext, events: {} as JobEvent },
+  guards: runGuards,
+  actions: { apply: assign(({ context, event }) => applyRunEvent(context, event)) },
+}).createMachine({
+  id: 'jobRun',
+  initial: 'none',
+  context: EMPTY_RUN,
+  states: {
+    none: {
+      description: 'No run yet: the job is waiting or queued (or ended without running).',
+      on: { ...JOB_ONLY_BEFORE_RUN, 'job.claimed': { target: 'running', actions: 'apply' } },
+    },
+    running: {
+      description: 'The run holds the job under a lease.',
+      on: {
+        'job.succeeded': { guard: 'isCurrentRun', target: 'completed', actions: 'apply' },
+        'job.failed': { guard: 'isCurrentRun', target: 'failed', actions: 'apply' },
+        // Cancelling a running job fails its run with reason `cancelled`.
+        'job.cancelled': { target: 'failed', actions: 'apply' },
+        'job.skipped': { guard: 'isSkipByCurrentRun', target: 'skipped', actions: 'apply' },
+        'job.artifact_added': { guard: 'isCurrentRun', target: 'running', actions: 'apply' },
+      },
+    },
+    // Write-once: after a run closes only artifacts may be appended (seed 002 INV-002).
+    completed: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'completed', actions: 'apply' } } },
+    failed: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'failed', actions: 'apply' } } },
+    skipped: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'skipped', actions: 'apply' } } },
+  },
+});

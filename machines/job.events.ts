@@ -1,0 +1,142 @@
+/**
+ * The events on a job's subject (`docket.evt.job.<queue>.<job_id>`). They are folded by both
+ * the Job machine and the JobRun machine: "job running" and "run exists" are one append.
+ */
+import type { Envelope, Json, JsonObject } from './envelope.js';
+
+/** Why a run failed. `cancelled` is the run of a job cancelled while running. */
+export const FailureReasons = {
+  Error: 'error',
+  LeaseExpired: 'lease_expired',
+  CrashRecovery: 'crash_recovery',
+  Cancelled: 'cancelled',
+} as const;
+export type FailureReason = (typeof FailureReasons)[keyof typeof FailureReasons];
+
+/** Priority is 0..255, lower is more urgent (DataJoint, BullMQ, nice). */
+export const Priority = { Min: 0, Max: 255, Default: 5 } as const;
+
+/** Retry backoff: `base_ms * 2^(attempt-1)`, capped at `max_ms`, with up to `jitter` (0..1) taken off. */
+export interface BackoffPolicy {
+  readonly base_ms: number;
+  readonly max_ms: number;
+  readonly jitter: number;
+}
+
+/** A job's readable key: DataJoint's upstream primary key, or a plain string. */
+export type JobKey = string | JsonObject;
+
+export interface JobError {
+  readonly message: string;
+  readonly stack?: string;
+  /** false ends the retry chain (a NonRetryableJobError in the SDK). */
+  readonly retryable?: boolean;
+}
+
+export interface JobSubmittedData {
+  readonly job_id: string;
+  readonly key: JobKey | null;
+  readonly params: JsonObject;
+  readonly priority: number;
+  /** Second part of the order key; 0 by default, so equal priorities run FIFO by sequence. */
+  readonly position: number;
+  /** ISO time from which the job may be claimed. */
+  readonly run_at: string;
+  readonly max_attempts: number;
+  readonly backoff: BackoffPolicy;
+  /** 1 for a new job; the failed job's attempt + 1 for a retry. */
+  readonly attempt: number;
+  readonly retry_of: string | null;
+  /** true: the job waits (on a dependency or group order) until `job.released`. */
+  readonly waiting: boolean;
+}
+
+export interface JobClaimedData {
+  readonly run_id: string;
+  readonly worker: string;
+  readonly host: string;
+  readonly pid: number;
+  readonly version: string;
+  readonly lease_ms: number;
+}
+
+export interface JobSucceededData {
+  readonly run_id: string;
+  readonly result: Json;
+  readonly exit_code?: number;
+}
+
+export interface JobFailedData {
+  readonly run_id: string;
+  readonly reason: FailureReason;
+  readonly error: JobError | null;
+  readonly exit_code?: number;
+}
+
+export interface JobCancelledData {
+  readonly reason: string | null;
+}
+
+export interface JobIgnoredData {
+  readonly reason: string | null;
+}
+
+export interface JobSkippedData {
+  /** Set when the handler of a running job found nothing to do. */
+  readonly run_id: string | null;
+  readonly reason: string | null;
+}
+
+export interface JobMovedData {
+  readonly priority: number;
+  readonly position: number;
+}
+
+export interface Artifact {
+  readonly name: string;
+  readonly uri?: string;
+  readonly meta?: JsonObject;
+}
+
+export interface JobArtifactAddedData {
+  readonly run_id: string;
+  readonly artifact: Artifact;
+}
+
+export type JobSubmittedEvent = Envelope<'job.submitted', JobSubmittedData>;
+export type JobReleasedEvent = Envelope<'job.released', Record<string, never>>;
+export type JobMovedEvent = Envelope<'job.moved', JobMovedData>;
+export type JobClaimedEvent = Envelope<'job.claimed', JobClaimedData>;
+export type JobSucceededEvent = Envelope<'job.succeeded', JobSucceededData>;
+export type JobFailedEvent = Envelope<'job.failed', JobFailedData>;
+export type JobCancelledEvent = Envelope<'job.cancelled', JobCancelledData>;
+export type JobIgnoredEvent = Envelope<'job.ignored', JobIgnoredData>;
+export type JobSkippedEvent = Envelope<'job.skipped', JobSkippedData>;
+export type JobArtifactAddedEvent = Envelope<'job.artifact_added', JobArtifactAddedData>;
+
+export type JobEvent =
+  | JobSubmittedEvent
+  | JobReleasedEvent
+  | JobMovedEvent
+  | JobClaimedEvent
+  | JobSucceededEvent
+  | JobFailedEvent
+  | JobCancelledEvent
+  | JobIgnoredEvent
+  | JobSkippedEvent
+  | JobArtifactAddedEvent;
+
+export type JobEventType = JobEvent['type'];
+
+export const JOB_EVENT_TYPES = [
+  'job.submitted',
+  'job.released',
+  'job.moved',
+  'job.claimed',
+  'job.succeeded',
+  'job.failed',
+  'job.cancelled',
+  'job.ignored',
+  'job.skipped',
+  'job.artifact_added',
+] as const satisfies readonly JobEventType[];

@@ -1,0 +1,168 @@
+/**
+ * The Job machine: the only definition of a job's legal transitions. Pure: no clock, no ids,
+ * no I/O; time and ids arrive on the events. Guards and the context reducer are named so that
+ * the fast fold (fold.ts) can derive its table from this machine instead of restating it.
+ */
+import { assign, setup } from 'xstate';
+import type { JsonObject } from './envelope.js';
+import type { BackoffPolicy, JobEvent, JobKey } from './job.events.js';
+
+export type JobStatus =
+  | 'new'
+  | 'waiting'
+  | 'queued'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'skipped'
+  | 'ignored';
+
+export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = ['succeeded', 'failed', 'cancelled', 'skipped', 'ignored'];
+export const LIVE_JOB_STATUSES: readonly JobStatus[] = ['waiting', 'queued', 'running'];
+
+export interface JobContext {
+  readonly job_id: string;
+  readonly queue: string;
+  readonly key: JobKey | null;
+  readonly params: JsonObject;
+  readonly priority: number;
+  readonly position: number;
+  readonly run_at: string;
+  readonly max_attempts: number;
+  readonly backoff: BackoffPolicy;
+  readonly attempt: number;
+  readonly retry_of: string | null;
+  readonly created_at: string;
+  readonly finished_at: string | null;
+  /** Why the job ended without success (cancel/ignore/skip reason, or the failure reason). */
+  readonly end_reason: string | null;
+}
+
+export const EMPTY_JOB: JobContext = {
+  job_id: '',
+  queue: '',
+  key: null,
+  params: {},
+  priority: 0,
+  position: 0,
+  run_at: '',
+  max_attempts: 1,
+  backoff: { base_ms: 0, max_ms: 0, jitter: 0 },
+  attempt: 0,
+  retry_of: null,
+  created_at: '',
+  finished_at: null,
+  end_reason: null,
+};
+
+/** The context effect of every accepted job event: written once, used by the machine and the fast fold. */
+export function applyJobEvent(context: JobContext, event: JobEvent): JobContext {
+  switch (event.type) {
+    case 'job.submitted': {
+      const d = event.data;
+      return {
+        job_id: d.job_id,
+        queue: event.queue ?? '',
+        key: d.key,
+        params: d.params,
+        priority: d.priority,
+        position: d.position,
+        run_at: d.run_at,
+        max_attempts: d.max_attempts,
+        backoff: d.backoff,
+        attempt: d.attempt,
+        retry_of: d.retry_of,
+        created_at: event.time,
+        finished_at: null,
+        end_reason: null,
+      };
+    }
+    case 'job.moved':
+      return { ...context, priority: event.data.priority, position: event.data.position };
+    case 'job.succeeded':
+      return { ...context, finished_at: event.time };
+    case 'job.failed':
+      return { ...context, finished_at: event.time, end_reason: event.data.reason };
+    case 'job.cancelled':
+    case 'job.ignored':
+      return { ...context, finished_at: event.time, end_reason: event.data.reason };
+    case 'job.skipped':
+      return { ...context, finished_at: event.time, end_reason: event.data.reason };
+    case 'job.released':
+    case 'job.claimed':
+    case 'job.artifact_added':
+      return context;
+    default: {
+      const unhandled: never = event;
+      return unhandled;
+    }
+  }
+}
+
+type GuardArgs = { context: JobContext; event: JobEvent };
+
+export const jobGuards = {
+  /** A job is never claimed before its run_at. */
+  isDue: ({ context, event }: GuardArgs) => Date.parse(event.time) >= Date.parse(context.run_at),
+  /** A job submitted with `waiting` starts in `waiting` until released. */
+  startsWaiting: ({ event }: GuardArgs) => event.type === 'job.submitted' && event.data.waiting,
+};
+
+export const jobMachine = setup({
+  types: { context: {} as JobContext, events: {} as JobEvent },
+  guards: jobGuards,
+  actions: { apply: assign(({ context, event }) => applyJobEvent(context, event)) },
+}).createMachine({
+  id: 'job',
+  initial: 'new',
+  context: EMPTY_JOB,
+  states: {
+    new: {
+      description: 'The subject is empty: the submit appends with expected sequence 0.',
+      on: {
+        'job.submitted': [
+          { guard: 'startsWaiting', target: 'waiting', actions: 'apply' },
+          { target: 'queued', actions: 'apply' },
+        ],
+      },
+    },
+    waiting: {
+      description: 'Held back by a dependency or group order until released.',
+      on: {
+        'job.released': { target: 'queued', actions: 'apply' },
+        'job.moved': { target: 'waiting', actions: 'apply' },
+        'job.cancelled': { target: 'cancelled', actions: 'apply' },
+        'job.ignored': { target: 'ignored', actions: 'apply' },
+        'job.skipped': { target: 'skipped', actions: 'apply' },
+      },
+    },
+    queued: {
+      description: 'In its queue, ordered by (priority, position, stream sequence) once run_at has come.',
+      on: {
+        'job.moved': { target: 'queued', actions: 'apply' },
+        'job.claimed': { guard: 'isDue', target: 'running', actions: 'apply' },
+        'job.cancelled': { target: 'cancelled', actions: 'apply' },
+        'job.ignored': { target: 'ignored', actions: 'apply' },
+        'job.skipped': { target: 'skipped', actions: 'apply' },
+      },
+    },
+    running: {
+      description: 'Held by exactly one run; params are immutable from here on.',
+      on: {
+        'job.succeeded': { target: 'succeeded', actions: 'apply' },
+        'job.failed': { target: 'failed', actions: 'apply' },
+        'job.cancelled': { target: 'cancelled', actions: 'apply' },
+        'job.skipped': { target: 'skipped', actions: 'apply' },
+        'job.artifact_added': { target: 'running', actions: 'apply' },
+      },
+    },
+    // Terminal: a retry is a new job, so nothing returns to `queued`. They are not `final`
+    // only because a closed run may still append artifacts (seed 002 INV-002).
+    succeeded: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'succeeded', actions: 'apply' } } },
+    failed: { description: 'Terminal; a retry is a new job with retry_of.', on: { 'job.artifact_added': { target: 'failed', actions: 'apply' } } },
+    cancelled: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'cancelled', actions: 'apply' } } },
+    skipped: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'skipped', actions: 'apply' } } },
+    ignored: { description: 'Terminal: DataJoint ignore, never run.' },
+  },
+});

@@ -1,0 +1,35 @@
+/** Time comes from an injectable clock, never Date.now() inside logic, so tests can move it. */
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+/** A clock tests advance by hand. Listeners run on every change (timers re-arm from them). */
+export class ManualClock implements Clock {
+  private ms: number;
+  private readonly listeners = new Set<() => void>();
+  constructor(startMs = Date.parse('2026-01-01T00:00:00.000Z')) {
+    this.ms = startMs;
+  }
+  now(): number {
+    return this.ms;
+  }
+  advance(ms: number): void {
+    this.ms += ms;
+    for (const listener of this.listeners) listener();
+  }
+  set(ms: number): void {
+    this.ms = ms;
+    for (const listener of this.listeners) listener();
+  }
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}
+
+export function toIso(ms: number): string {
+  return new Date(ms).toISOString();
+}

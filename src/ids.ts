@@ -1,0 +1,47 @@
+/**
+ * Ids. Random ids come from an injectable source; derived ids are hashes of what identifies the
+ * thing, so that repeating a command can never create a second aggregate (DESIGN: ids).
+ * Every id is a single NATS subject token: [A-Za-z0-9_-].
+ */
+import { createHash, randomUUID } from 'node:crypto';
+
+export interface IdSource {
+  /** A fresh unique id (one subject token). */
+  next(): string;
+}
+
+export const randomIds: IdSource = { next: () => randomUUID().replaceAll('-', '') };
+
+function digest(...parts: readonly string[]): string {
+  const h = createHash('sha256');
+  for (const part of parts) h.update(part).update('\u0000');
+  return h.digest('base64url').slice(0, 22);
+}
+
+/** A keyed job's id: one per (queue, key, generation); generation counts the key's earlier jobs. */
+export function keyedJobId(queue: string, canonicalKey: string, generation: number): string {
+  return `k${digest('keyed', queue, canonicalKey, String(generation))}`;
+}
+
+/** An unkeyed job's id from the client's command id and its index in a batch. */
+export function commandJobId(queue: string, commandId: string, index: number): string {
+  return `c${digest('command', queue, commandId, String(index))}`;
+}
+
+/** A retry's id: one per (failed job, attempt), so the retry can never be created twice. */
+export function retryJobId(failedJobId: string, attempt: number): string {
+  return `r${digest('retry', failedJobId, String(attempt))}`;
+}
+
+/** The event id (and Nats-Msg-Id) of the event a command appends to one aggregate. */
+export function eventIdFor(commandId: string, aggregateId: string, index = 0): string {
+  return `e${digest('event', commandId, aggregateId, String(index))}`;
+}
+
+/** Canonical JSON (sorted keys) so that equal keys give equal ids. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+}

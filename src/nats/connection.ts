@@ -1,0 +1,22 @@
+/** Connects to NATS; the one place a connection is opened for a node, client or CLI. */
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
+
+export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
+
+export interface ConnectOptions {
+  /** @defaultValue DEFAULT_NATS_URL */
+  readonly servers?: string | string[];
+  readonly name?: string;
+  /** Fail instead of retrying when nothing listens. @defaultValue true */
+  readonly failFast?: boolean;
+}
+
+export async function connectNats(options: ConnectOptions = {}): Promise<NatsConnection> {
+  return connect({
+    servers: options.servers ?? DEFAULT_NATS_URL,
+    ...(options.name === undefined ? {} : { name: options.name }),
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+  });
+}

@@ -1,0 +1,47 @@
+/**
+ * The key index: per (queue, key), the live jobs (normally at most one) and how many keyed jobs
+ * were ever created for it, which is the generation of the next keyed job id.
+ */
+import { LIVE_JOB_STATUSES } from '../../machines/index.js';
+import { canonicalJson } from '../ids.js';
+import type { JobChange } from '../store/job-store.js';
+
+interface KeyEntry {
+  readonly live: Set<string>;
+  generations: number;
+}
+
+export function keyIndexKey(queue: string, canonicalKey: string): string {
+  return `${queue}\u0000${canonicalKey}`;
+}
+
+export class KeyIndex {
+  private readonly entries = new Map<string, KeyEntry>();
+
+  readonly apply = (change: JobChange): void => {
+    const ctx = change.after.state.job.context;
+    if (ctx.key === null) return;
+    const k = keyIndexKey(change.after.queue, canonicalJson(ctx.key));
+    let entry = this.entries.get(k);
+    if (!entry) {
+      entry = { live: new Set(), generations: 0 };
+      this.entries.set(k, entry);
+    }
+    if (change.before === undefined && ctx.retry_of === null) entry.generations += 1;
+    if (LIVE_JOB_STATUSES.includes(change.after.state.job.value)) entry.live.add(change.after.jobId);
+    else entry.live.delete(change.after.jobId);
+  };
+
+  /** A live job holding the key, if any. */
+  liveJob(queue: string, canonicalKey: string): string | undefined {
+    const entry = this.entries.get(keyIndexKey(queue, canonicalKey));
+    if (!entry) return undefined;
+    for (const jobId of entry.live) return jobId;
+    return undefined;
+  }
+
+  /** How many keyed (non-retry) jobs exist for the key: the next keyed id's generation. */
+  generations(queue: string, canonicalKey: string): number {
+    return this.entries.get(keyIndexKey(queue, canonicalKey))?.generations ?? 0;
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * Every job's current state, folded from the log with the fast fold derived from the machines.
+ * It is the command side's snapshot (with the subject's last sequence for guarded appends) and
+ * the source every projection is derived from. Events arrive twice on the node that appended
+ * them (from its own ack, for read-your-writes, and from the tail); the subject sequence makes
+ * the second a no-op.
+ */
+import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState } from '../../machines/index.js';
+
+export interface HistoryEntry {
+  readonly seq: number;
+  readonly id: string;
+  readonly type: JobEvent['type'];
+  readonly time: string;
+}
+
+export interface JobRecord {
+  readonly subject: string;
+  readonly jobId: string;
+  readonly queue: string;
+  readonly state: JobState;
+  /** Stream sequence of the subject's last event: the expectation of the next append. */
+  readonly seq: number;
+  /** Stream sequence of `job.submitted`: the last part of the queue order key. */
+  readonly submitSeq: number;
+  readonly history: readonly HistoryEntry[];
+}
+
+export interface RecordedJobEvent {
+  readonly seq: number;
+  readonly subject: string;
+  readonly queue: string;
+  readonly jobId: string;
+  readonly event: JobEvent;
+}
+
+export interface JobChange {
+  readonly before: JobRecord | undefined;
+  readonly after: JobRecord;
+  /** The event that made the change; undefined when a record is restored from a checkpoint. */
+  readonly recorded: RecordedJobEvent | undefined;
+}
+
+export type ApplyResult = 'applied' | 'already_applied' | 'refused';
+
+export type JobChangeListener = (change: JobChange) => void;
+
+export class JobStore {
+  private readonly jobs = new Map<string, JobRecord>();
+  private readonly listeners: JobChangeListener[] = [];
+  /** Events the machines refused while folding the log (a tampered log; `docket audit` names them). */
+  refused = 0;
+
+  get size(): number {
+    return this.jobs.size;
+  }
+
+  get(jobId: string): JobRecord | undefined {
+    return this.jobs.get(jobId);
+  }
+
+  values(): IterableIterator<JobRecord> {
+    return this.jobs.values();
+  }
+
+  onChange(listener: JobChangeListener): void {
+    this.listeners.push(listener);
+  }
+
+  /** Folds one recorded event into its job. Idempotent by the subject's sequence. */
+  apply(recorded: RecordedJobEvent): ApplyResult {
+    const before = this.jobs.get(recorded.jobId);
+    if (before && recorded.seq <= before.seq) return 'already_applied';
+    const state = evolveJob(before?.state ?? INITIAL_JOB_STATE, recorded.event);
+    if (state === null) {
+      this.refused += 1;
+      return 'refused';
+    }
+    const entry: HistoryEntry = { seq: recorded.seq, id: recorded.event.id, type: recorded.event.type, time: recorded.event.time };
+    const after: JobRecord = {
+      subject: recorded.subject,
+      jobId: recorded.jobId,
+      queue: recorded.queue,
+      state,
+      seq: recorded.seq,
+      submitSeq: before?.submitSeq ?? recorded.seq,
+      history: before ? [...before.history, entry] : [entry],
+    };
+    this.jobs.set(recorded.jobId, after);
+    for (const listener of this.listeners) listener({ before, after, recorded });
+    return 'applied';
+  }
+
+  /** Puts a record back as a checkpoint stored it; listeners see it as new. */
+  restore(record: JobRecord): void {
+    const before = this.jobs.get(record.jobId);
+    this.jobs.set(record.jobId, record);
+    for (const listener of this.listeners) listener({ before, after: record, recorded: undefined });
+  }
+}
