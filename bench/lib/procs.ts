@@ -1,0 +1,169 @@
+/**
+ * The benchmark's own servers and process accounting. Starts a redis-server on a free port in a
+ * temp directory (never the machine's 6379), reads per-process CPU time and resident memory from
+ * /proc, so every scenario can say which process was on the CPU.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of live) if (child.pid) try { process.kill(child.pid, 'SIGKILL'); } catch { /* gone */ }
+});
+
+/** Remembers a child so an abrupt exit of the harness kills it by pid. */
+export function track(child: ChildProcess): void {
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+}
+
+/** A port nothing listens on now, from the ephemeral range (never 4222 or 6379). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface RedisServer {
+  readonly port: number;
+  readonly pid: number;
+  readonly dir: string;
+  readonly mode: 'aof' | 'memory';
+  stop(): Promise<void>;
+}
+
+export function redisServerBinary(): string | null {
+  if (process.env['REDIS_SERVER_BIN']) return process.env['REDIS_SERVER_BIN'];
+  for (const candidate of ['/usr/bin/redis-server', '/usr/local/bin/redis-server', '/usr/sbin/redis-server']) {
+    if (existsSync(candidate)) return candidate;
+  }
+  return null;
+}
+
+export function redisVersion(): string {
+  const bin = redisServerBinary();
+  if (!bin) return 'not installed';
+  try {
+    return /v=([\d.]+)/.exec(execFileSync(bin, ['--version'], { encoding: 'utf8' }))?.[1] ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * `aof`: appendonly everysec (BullMQ's durability parity with docket's acknowledged appends,
+ * which survive a process crash but not a power cut); `memory`: no persistence at all.
+ */
+export async function startRedis(mode: 'aof' | 'memory'): Promise<RedisServer> {
+  const bin = redisServerBinary();
+  if (!bin) throw new Error('redis-server is not installed (apt-get install -y redis-server)');
+  const dir = mkdtempSync(join(tmpdir(), `docket-bench-redis-${mode}-`));
+  const port = await freePort();
+  const persistence = mode === 'aof'
+    ? ['--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '']
+    : ['--appendonly', 'no', '--save', ''];
+  const child = spawn(bin, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, ...persistence], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  track(child);
+  await new Promise<void>((resolve, reject) => {
+    let buffer = '';
+    const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${buffer}`)), 10_000);
+    child.once('error', (err) => { clearTimeout(timer); reject(err); });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`redis-server exited with ${code}:\n${buffer}`)); });
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (chunk: string) => {
+      if (buffer.includes('Ready to accept connections')) return; // keep draining
+      buffer += chunk;
+      if (buffer.includes('Ready to accept connections')) {
+        clearTimeout(timer);
+        child.removeAllListeners('exit');
+        resolve();
+      }
+    });
+    child.stderr!.resume();
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    port,
+    pid: child.pid!,
+    dir,
+    mode,
+    async stop() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+        await exited;
+        clearTimeout(timer);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const CLOCK_TICKS = 100; // USER_HZ on Linux
+
+/** CPU seconds (user + system) a process has used so far; null when it is gone. */
+export function cpuSecondsOf(pid: number): number | null {
+  if (pid === process.pid) {
+    const usage = process.cpuUsage();
+    return (usage.user + usage.system) / 1e6;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return null;
+  }
+}
+
+/** Resident set size in bytes; null when the process is gone. */
+export function rssBytesOf(pid: number): number | null {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = /VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1];
+    return kb === undefined ? null : Number(kb) * 1024;
+  } catch {
+    return null;
+  }
+}
+
+/** The processes whose CPU a scenario accounts for, by role. */
+export type ProcessRoles = Record<string, number>;
+
+export interface CpuSample {
+  readonly at: number;
+  readonly cpu: Record<string, number | null>;
+}
+
+export function sampleCpu(roles: ProcessRoles): CpuSample {
+  const cpu: Record<string, number | null> = {};
+  for (const [role, pid] of Object.entries(roles)) cpu[role] = cpuSecondsOf(pid);
+  return { at: performance.now(), cpu };
+}
+
+/** CPU seconds per role between two samples, and the wall seconds between them. */
+export function cpuBetween(start: CpuSample, end: CpuSample): { wall_s: number; cpu_s: Record<string, number> } {
+  const cpu_s: Record<string, number> = {};
+  for (const [role, before] of Object.entries(start.cpu)) {
+    const after = end.cpu[role];
+    if (before !== null && after !== null && after !== undefined) cpu_s[role] = round(after - before, 2);
+  }
+  return { wall_s: round((end.at - start.at) / 1000, 3), cpu_s };
+}
+
+export function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}

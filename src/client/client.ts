@@ -1,0 +1,145 @@
+/**
+ * The TypeScript SDK client: every command over NATS request/reply, and `events()`, an async
+ * iterator over the event stream. It needs nothing from a node but the subjects.
+ */
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Envelope, JobEvent } from '../../machines/index.js';
+import { fromErrorBody, type ErrorBody } from '../errors.js';
+import { connectNats } from '../nats/connection.js';
+import { decodeEnvelope } from '../nats/codec.js';
+import { STREAM, subjects } from '../nats/subjects.js';
+import type { JobSpec } from '../commands/schemas.js';
+import type { JobSummary, toDetail } from '../commands/queries.js';
+import type { QueueProgress } from '../projections/progress.js';
+import type { SubmitItemReply } from '../commands/submit.js';
+
+export interface ClientOptions {
+  /** @defaultValue 'nats://127.0.0.1:4222' */
+  readonly servers?: string | string[];
+  /** Use this connection; `close()` leaves it open. */
+  readonly nc?: NatsConnection;
+  /** How long a command may take. @defaultValue 30000 */
+  readonly requestTimeoutMs?: number;
+}
+
+export type SubmitJob = JobSpec;
+export interface SubmitResult {
+  readonly job_id: string;
+  readonly status: string;
+  readonly created: boolean;
+}
+export type JobDetail = ReturnType<typeof toDetail>;
+
+export interface EventsOptions {
+  /** Only this queue's job events. */
+  readonly queue?: string;
+  /** Only these event types. */
+  readonly types?: readonly string[];
+  /** Where to start: 'now' (default), 'all', a stream sequence or a Date. */
+  readonly from?: 'now' | 'all' | number | Date;
+  /** Stop iterating when aborted. */
+  readonly signal?: AbortSignal;
+}
+
+export interface RecordedEvent {
+  readonly seq: number;
+  readonly subject: string;
+  readonly event: Envelope;
+}
+
+export class Client {
+  private readonly timeout: number;
+  private constructor(
+    readonly nc: NatsConnection,
+    private readonly ownsConnection: boolean,
+    options: ClientOptions,
+  ) {
+    this.timeout = options.requestTimeoutMs ?? 30_000;
+  }
+
+  static async connect(options: ClientOptions = {}): Promise<Client> {
+    if (options.nc) return new Client(options.nc, false, options);
+    const nc = await connectNats(options.servers === undefined ? { name: 'docket-client' } : { servers: options.servers, name: 'docket-client' });
+    return new Client(nc, true, options);
+  }
+
+  /** Sends `docket.cmd.<verb>` and returns the reply's fields, or throws the typed DocketError. */
+  async request<T>(verb: string, body: unknown): Promise<T> {
+    const msg = await this.nc.request(subjects.command(verb), JSON.stringify(body), { timeout: this.timeout });
+    const reply = msg.json<{ ok: boolean; error?: ErrorBody } & T>();
+    if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
+    return reply;
+  }
+
+  /** Submits one job. With `id` (a command id) a resend returns the first result. */
+  async submit(job: SubmitJob & { id?: string }): Promise<SubmitResult> {
+    const { job_id, status, created } = await this.request<SubmitResult>('submit', job);
+    return { job_id, status, created };
+  }
+
+  /** Submits up to 10,000 jobs in one request; each item reports its own result or error. */
+  async submitBatch(jobs: readonly SubmitJob[], options: { id?: string } = {}): Promise<{ jobs: SubmitItemReply[] }> {
+    const { jobs: results } = await this.request<{ jobs: SubmitItemReply[] }>('submit', { ...options, jobs });
+    return { jobs: results };
+  }
+
+  async cancel(jobId: string, options: { id?: string; reason?: string } = {}): Promise<{ job_id: string; status: string }> {
+    return this.request('cancel', { job_id: jobId, ...options });
+  }
+
+  async get(jobId: string): Promise<JobDetail> {
+    const { job, run, history } = await this.request<JobDetail>('get', { job_id: jobId });
+    return { job, run, history };
+  }
+
+  async list(query: { queue: string; status?: string; limit?: number; cursor?: string }): Promise<{ jobs: JobSummary[]; next_cursor: string | null }> {
+    const { jobs, next_cursor } = await this.request<{ jobs: JobSummary[]; next_cursor: string | null }>('list', query);
+    return { jobs, next_cursor };
+  }
+
+  async progress(queue?: string): Promise<QueueProgress[]> {
+    const { queues } = await this.request<{ queues: QueueProgress[] }>('progress', queue === undefined ? {} : { queue });
+    return queues;
+  }
+
+  /** Events from the stream, in stream order. Starts now unless `from` says otherwise. */
+  async *events(options: EventsOptions = {}): AsyncGenerator<RecordedEvent> {
+    const js = jetstream(this.nc);
+    const from = options.from ?? 'now';
+    const start =
+      from === 'now'
+        ? { deliver_policy: DeliverPolicy.New }
+        : from === 'all'
+          ? { deliver_policy: DeliverPolicy.All }
+          : typeof from === 'number'
+            ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from }
+            : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.toISOString() };
+    const consumer = await js.consumers.get(STREAM, { filter_subjects: options.queue === undefined ? 'docket.evt.>' : subjects.jobs(options.queue), ...start });
+    const messages = await consumer.consume();
+    const types = options.types === undefined ? undefined : new Set(options.types);
+    const stop = () => void messages.close();
+    options.signal?.addEventListener('abort', stop, { once: true });
+    try {
+      for await (const msg of messages) {
+        let event: Envelope;
+        try {
+          event = decodeEnvelope(msg.data);
+        } catch {
+          continue;
+        }
+        if (types && !types.has(event.type)) continue;
+        yield { seq: msg.seq, subject: msg.subject, event };
+      }
+    } finally {
+      options.signal?.removeEventListener('abort', stop);
+      await messages.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsConnection) await this.nc.drain();
+  }
+}
+
+export type { JobEvent };

@@ -1,0 +1,71 @@
+/**
+ * Serves `docket.cmd.<verb>` (request/reply JSON) in the `docket` queue group, so any node
+ * answers and each request is answered once. Replies are `{ ok: true, ... }` or
+ * `{ ok: false, error: { code, message, details? } }`.
+ */
+import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import { DocketError, coerceError, InvalidRequestError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP } from '../nats/subjects.js';
+import { parseJson } from './validate.js';
+
+/** A handler gets the parsed JSON body and returns the reply's fields (without `ok`). */
+export type CommandHandler = (body: unknown, msg: Msg) => Promise<Record<string, unknown>> | Record<string, unknown>;
+
+const encoder = new TextEncoder();
+
+export function replyBytes(value: Record<string, unknown>): Uint8Array {
+  return encoder.encode(JSON.stringify(value));
+}
+
+export function errorReply(err: unknown, log: Logger): Record<string, unknown> {
+  if (err instanceof DocketError) return { ok: false, error: err.toBody() };
+  const error = coerceError(err);
+  log.error({ err: error }, 'command failed');
+  return { ok: false, error: { code: 'unavailable', message: error.message } };
+}
+
+export class CommandService {
+  private readonly handlers = new Map<string, CommandHandler>();
+  private sub: Subscription | undefined;
+  private readonly inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly log: Logger,
+  ) {}
+
+  register(verb: string, handler: CommandHandler): void {
+    this.handlers.set(verb, handler);
+  }
+
+  start(): void {
+    this.sub = this.nc.subscribe(`${COMMAND_PREFIX}.>`, {
+      queue: COMMAND_QUEUE_GROUP,
+      callback: (err, msg) => {
+        if (err) return;
+        const done = this.handle(msg).finally(() => this.inFlight.delete(done));
+        this.inFlight.add(done);
+      },
+    });
+  }
+
+  private async handle(msg: Msg): Promise<void> {
+    const verb = msg.subject.slice(COMMAND_PREFIX.length + 1);
+    let reply: Record<string, unknown>;
+    try {
+      const handler = this.handlers.get(verb);
+      if (!handler) throw new InvalidRequestError(`unknown command ${verb}`);
+      reply = { ok: true, ...(await handler(parseJson(msg.data), msg)) };
+    } catch (err) {
+      reply = errorReply(err, this.log.child({ command: verb }));
+    }
+    if (msg.reply) msg.respond(replyBytes(reply));
+  }
+
+  /** Stops taking requests and waits for the ones in flight to be answered. */
+  async stop(): Promise<void> {
+    this.sub?.unsubscribe();
+    await Promise.allSettled([...this.inFlight]);
+  }
+}

@@ -1,0 +1,134 @@
+/**
+ * The one door for writes: validate -> load -> decide (the machines) -> guarded append -> apply.
+ * Command handlers, worker handlers and reactors all append through `createJob` and
+ * `transitionJob`; only src/store/event-store.ts publishes to DOCKET.
+ */
+import {
+  decideJob,
+  ENVELOPE_VERSION,
+  INITIAL_JOB_STATE,
+  type EventMeta,
+  type JobEvent,
+} from '../../machines/index.js';
+import type { Clock } from '../clock.js';
+import { toIso } from '../clock.js';
+import { InvalidTransitionError, NotFoundError, StaleRunError, ConflictError } from '../errors.js';
+import { eventIdFor, type IdSource } from '../ids.js';
+import type { Logger } from '../logger.js';
+import { subjects } from '../nats/subjects.js';
+import type { KeyIndex } from '../projections/key-index.js';
+import { AppendConflictError, type EventStore } from '../store/event-store.js';
+import type { JobRecord, JobStore } from '../store/job-store.js';
+import type { LogTail } from '../store/log-tail.js';
+import { Limits } from './limits.js';
+
+export interface CommandContext {
+  readonly store: JobStore;
+  readonly tail: LogTail;
+  readonly events: EventStore;
+  readonly keys: KeyIndex;
+  readonly clock: Clock;
+  readonly ids: IdSource;
+  /** This node's name, written into every event's meta. */
+  readonly node: string;
+  readonly log: Logger;
+}
+
+type JobEventOf<T extends JobEvent['type']> = Extract<JobEvent, { type: T }>;
+
+/** Builds an envelope stamped with the node's clock. */
+export function envelope<T extends JobEvent['type']>(
+  ctx: CommandContext,
+  type: T,
+  queue: string,
+  id: string,
+  data: JobEventOf<T>['data'],
+  meta: Partial<EventMeta> = {},
+): JobEventOf<T> {
+  return { v: ENVELOPE_VERSION, id, type, time: toIso(ctx.clock.now()), queue, data, meta: { ...meta, node: ctx.node } } as JobEventOf<T>;
+}
+
+async function appendAndApply(ctx: CommandContext, queue: string, jobId: string, expectedSeq: number, event: JobEvent): Promise<JobRecord> {
+  const subject = subjects.job(queue, jobId);
+  const appended = await ctx.events.append({ subject, event, expectedSeq });
+  if (appended.duplicate) {
+    // The stream already held this event id: what it stored (not this copy) is the truth.
+    await ctx.tail.waitFor(appended.seq);
+  } else {
+    // Read-your-writes without waiting for the tail; the tail's copy is then a no-op.
+    ctx.store.apply({ seq: appended.seq, subject, queue, jobId, event });
+  }
+  const record = ctx.store.get(jobId);
+  if (!record) throw new Error(`job ${jobId} missing after its append at ${appended.seq}`);
+  return record;
+}
+
+export interface Created {
+  readonly record: JobRecord;
+  /** false when the job already existed (another node or an earlier send created it). */
+  readonly created: boolean;
+}
+
+/**
+ * Creates a job whose id is `jobId` (derived or random). Creating expects sequence 0, so two
+ * nodes racing on one derived id get one job; the loser answers with the existing one.
+ */
+export async function createJob(ctx: CommandContext, event: JobEventOf<'job.submitted'>): Promise<Created> {
+  const queue = event.queue ?? '';
+  const jobId = event.data.job_id;
+  const existing = ctx.store.get(jobId);
+  if (existing) return { record: existing, created: existing.history[0]?.id === event.id };
+  const decision = decideJob(INITIAL_JOB_STATE, event);
+  if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: jobId } });
+  try {
+    const record = await appendAndApply(ctx, queue, jobId, 0, event);
+    return { record, created: record.history[0]?.id === event.id };
+  } catch (err) {
+    if (!(err instanceof AppendConflictError)) throw err;
+    await ctx.tail.waitFor(err.actualSeq);
+    const record = ctx.store.get(jobId);
+    if (!record) throw new ConflictError(`job ${jobId} exists on the stream but could not be loaded`, { cause: err });
+    return { record, created: record.history[0]?.id === event.id };
+  }
+}
+
+export interface Transitioned {
+  readonly record: JobRecord;
+  readonly event: JobEvent;
+  /** true when this command's event was already in the job's history (a resent command). */
+  readonly replayed: boolean;
+}
+
+/**
+ * Decides and appends one event on an existing job. `build` makes the candidate from the current
+ * record; after a lost race the job is reloaded (the tail passes the winner) and decided again.
+ * With a command id, a resend finds its own event in the history and returns the first result.
+ */
+export async function transitionJob(
+  ctx: CommandContext,
+  jobId: string,
+  commandId: string | undefined,
+  build: (record: JobRecord, eventId: string) => JobEvent,
+): Promise<Transitioned> {
+  const eventId = commandId === undefined ? `e${ctx.ids.next()}` : eventIdFor(commandId, jobId);
+  for (let attempt = 0; ; attempt++) {
+    const record = ctx.store.get(jobId);
+    if (!record) throw new NotFoundError(`job ${jobId} not found`, { details: { job_id: jobId } });
+    const candidate = build(record, eventId);
+    if (record.history.some((h) => h.id === eventId)) return { record, event: candidate, replayed: true };
+    const decision = decideJob(record.state, candidate);
+    if (!decision.ok) {
+      const Cls = decision.code === 'stale_run' ? StaleRunError : InvalidTransitionError;
+      throw new Cls(decision.reason, { details: { job_id: jobId, status: record.state.job.value } });
+    }
+    try {
+      const next = await appendAndApply(ctx, record.queue, jobId, record.seq, candidate);
+      return { record: next, event: candidate, replayed: false };
+    } catch (err) {
+      if (!(err instanceof AppendConflictError)) throw err;
+      if (attempt + 1 >= Limits.MaxConflictRetries) throw err;
+      ctx.log.warn({ jobId, attempt, err }, 'append conflict, deciding again');
+      await ctx.tail.waitFor(err.actualSeq);
+    }
+  }
+}

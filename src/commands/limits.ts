@@ -1,0 +1,21 @@
+/** Declared limits, each with its reason, defined once. */
+export const Limits = {
+  /** Params are stored in every copy of the job's snapshot; 64 KiB keeps a job one small message. */
+  MaxParamsBytes: 64 * 1024,
+  /** One batch is one request; 10,000 jobs of small params fit NATS's default 1 MiB payload. */
+  MaxBatchJobs: 10_000,
+  /** Pipelined appends per command; more only queues in the client. */
+  MaxAppendsInFlight: 1_024,
+  /** `list` page size. */
+  MaxListLimit: 1_000,
+  DefaultListLimit: 100,
+  /** Decide again after a lost append race this many times, then reply `conflict`. */
+  MaxConflictRetries: 5,
+  MaxAttempts: 1_000,
+} as const;
+
+/** Defaults of a submitted job (documented in README). */
+export const JobDefaults = {
+  maxAttempts: 1,
+  backoff: { base_ms: 1_000, max_ms: 3_600_000, jitter: 0.2 },
+} as const;

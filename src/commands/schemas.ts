@@ -1,0 +1,92 @@
+/**
+ * The command schemas: the validators, the TypeScript types of the wire, and (generated from
+ * these) the JSON Schemas shipped in schemas/. Unknown fields are refused.
+ */
+import { z } from 'zod';
+import { Priority } from '../../machines/index.js';
+import { QUEUE_NAME } from '../nats/subjects.js';
+import { Limits } from './limits.js';
+
+const jsonValue: z.ZodType<unknown> = z.lazy(() =>
+  z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)]),
+);
+const jsonObject = z.record(z.string(), jsonValue);
+
+export const queueName = z.string().regex(QUEUE_NAME, 'must match [A-Za-z0-9_-]{1,64}');
+export const idToken = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9_-]');
+const commandId = z.string().min(1).max(200);
+
+export const backoffSchema = z
+  .object({
+    base_ms: z.number().int().min(0),
+    max_ms: z.number().int().min(0),
+    jitter: z.number().min(0).max(1),
+  })
+  .strict();
+
+export const jobSpecSchema = z
+  .object({
+    queue: queueName,
+    key: z.union([z.string().min(1).max(1024), jsonObject]).optional(),
+    params: jsonObject
+      .refine((p) => Buffer.byteLength(JSON.stringify(p)) <= Limits.MaxParamsBytes, {
+        message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON`,
+      })
+      .optional(),
+    priority: z.number().int().min(Priority.Min).max(Priority.Max).optional(),
+    delay_ms: z.number().int().min(0).optional(),
+    run_at: z.iso.datetime({ offset: true }).optional(),
+    max_attempts: z.number().int().min(1).max(Limits.MaxAttempts).optional(),
+    backoff: backoffSchema.optional(),
+  })
+  .strict()
+  .refine((j) => !(j.delay_ms !== undefined && j.run_at !== undefined), {
+    message: 'give delay_ms or run_at, not both',
+    path: ['delay_ms'],
+  });
+export type JobSpec = z.infer<typeof jobSpecSchema>;
+
+export const submitOneSchema = z
+  .object({ id: commandId.optional() })
+  .loose()
+  .transform((v, ctx) => {
+    const { id, ...job } = v;
+    const parsed = jobSpecSchema.safeParse(job);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) ctx.addIssue({ ...issue } as never);
+      return z.NEVER;
+    }
+    return { id, jobs: [parsed.data], batch: false as const };
+  });
+
+export const submitBatchSchema = z
+  .object({
+    id: commandId.optional(),
+    jobs: z.array(jobSpecSchema).min(1).max(Limits.MaxBatchJobs),
+  })
+  .strict();
+
+export const cancelSchema = z.object({ id: commandId.optional(), job_id: idToken, reason: z.string().max(1000).optional() }).strict();
+export const getSchema = z.object({ job_id: idToken }).strict();
+export const listSchema = z
+  .object({
+    queue: queueName,
+    status: z.enum(['waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped', 'ignored']).optional(),
+    limit: z.number().int().min(1).max(Limits.MaxListLimit).optional(),
+    cursor: z.string().regex(/^\d+$/, 'must be a cursor returned by list').optional(),
+  })
+  .strict();
+export const progressSchema = z.object({ queue: queueName.optional() }).strict();
+
+export type CancelCommand = z.infer<typeof cancelSchema>;
+export type GetCommand = z.infer<typeof getSchema>;
+export type ListCommand = z.infer<typeof listSchema>;
+export type ProgressCommand = z.infer<typeof progressSchema>;
+
+/** Commands by subject suffix, for the service and for the generated JSON Schemas. */
+export const commandSchemas = {
+  cancel: cancelSchema,
+  get: getSchema,
+  list: listSchema,
+  progress: progressSchema,
+} as const;

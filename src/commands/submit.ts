@@ -1,0 +1,101 @@
+/**
+ * docket.cmd.submit: one job or a batch. Ids are derived where they can be (key + generation,
+ * or command id + index), so a resend or a race never creates a second job. A batch is N
+ * independent appends, reported per item; resending it completes what was missing.
+ */
+import { Priority, type JobKey, type JsonObject } from '../../machines/index.js';
+import { toIso } from '../clock.js';
+import { DocketError, coerceError, type ErrorBody } from '../errors.js';
+import { canonicalJson, commandJobId, eventIdFor, keyedJobId } from '../ids.js';
+import type { JobRecord } from '../store/job-store.js';
+import { createJob, envelope, type CommandContext } from './handle-command.js';
+import { JobDefaults, Limits } from './limits.js';
+import type { JobSpec } from './schemas.js';
+import type { SubmitCommand } from './validate.js';
+
+export interface SubmitItemResult {
+  readonly job_id: string;
+  readonly status: string;
+  readonly created: boolean;
+}
+export type SubmitItemReply = ({ ok: true } & SubmitItemResult) | { ok: false; error: ErrorBody };
+
+/** Tries keyed ids generation by generation: a terminal job at a generation means "the next one". */
+async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventIdBase: string): Promise<SubmitItemResult> {
+  const canonical = canonicalJson(key);
+  let generation = ctx.keys.generations(spec.queue, canonical);
+  for (;;) {
+    const live = ctx.keys.liveJob(spec.queue, canonical);
+    if (live) return { job_id: live, status: ctx.store.get(live)?.state.job.value ?? 'queued', created: false };
+    const jobId = keyedJobId(spec.queue, canonical, generation);
+    const existing = ctx.store.get(jobId);
+    if (existing && !isLive(existing)) {
+      generation += 1;
+      continue;
+    }
+    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventIdFor(eventIdBase, jobId)));
+    if (!created && !isLive(record)) {
+      generation += 1;
+      continue;
+    }
+    return { job_id: jobId, status: record.state.job.value, created };
+  }
+}
+
+function isLive(record: JobRecord): boolean {
+  const status = record.state.job.value;
+  return status === 'queued' || status === 'running' || status === 'waiting';
+}
+
+function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string) {
+  const now = ctx.clock.now();
+  const runAt = spec.run_at !== undefined ? toIso(Date.parse(spec.run_at)) : toIso(now + (spec.delay_ms ?? 0));
+  return envelope(ctx, 'job.submitted', spec.queue, eventId, {
+    job_id: jobId,
+    key: spec.key === undefined ? null : (spec.key as JobKey),
+    params: (spec.params ?? {}) as JsonObject,
+    priority: spec.priority ?? Priority.Default,
+    position: 0,
+    run_at: runAt,
+    max_attempts: spec.max_attempts ?? JobDefaults.maxAttempts,
+    backoff: spec.backoff ?? JobDefaults.backoff,
+    attempt: 1,
+    retry_of: null,
+    waiting: false,
+  });
+}
+
+async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string | undefined, index: number): Promise<SubmitItemResult> {
+  // Without a command id the event id is random: a resend is a new submit, as the client asked.
+  const eventIdBase = commandId === undefined ? ctx.ids.next() : `${commandId}#${index}`;
+  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, eventIdBase);
+  const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
+  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventIdFor(eventIdBase, jobId)));
+  return { job_id: jobId, status: record.state.job.value, created };
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight, keeping order in the results. */
+async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!, i);
+    }
+  });
+  await Promise.all(workers);
+  return results;
+}
+
+export async function submit(ctx: CommandContext, command: SubmitCommand): Promise<SubmitItemReply[]> {
+  return mapLimited(command.jobs, Limits.MaxAppendsInFlight, async (spec, index) => {
+    try {
+      return { ok: true as const, ...(await submitItem(ctx, spec, command.id, index)) };
+    } catch (err) {
+      if (err instanceof DocketError) return { ok: false as const, error: err.toBody() };
+      ctx.log.error({ err: coerceError(err), queue: spec.queue }, 'submit failed');
+      return { ok: false as const, error: { code: 'unavailable' as const, message: coerceError(err).message } };
+    }
+  });
+}

@@ -1,0 +1,179 @@
+/**
+ * The composition root of one docket process: connect, ensure the stream, restore the
+ * checkpoint, fold the tail of the log through the machines, then serve commands while following
+ * the stream. `close()` stops taking commands, answers those in flight, writes a checkpoint.
+ */
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { systemClock, type Clock } from './clock.js';
+import { CommandService } from './commands/command-service.js';
+import { envelope, transitionJob, type CommandContext } from './commands/handle-command.js';
+import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
+import { cancelSchema, getSchema, listSchema, progressSchema } from './commands/schemas.js';
+import { submit } from './commands/submit.js';
+import { validate, validateSubmit } from './commands/validate.js';
+import { randomIds, type IdSource } from './ids.js';
+import { silentLogger, type Logger } from './logger.js';
+import { connectNats } from './nats/connection.js';
+import { ensureStream } from './nats/streams.js';
+import { STREAM } from './nats/subjects.js';
+import { KeyIndex } from './projections/key-index.js';
+import { Progress } from './projections/progress.js';
+import { QueueIndex } from './projections/queue-index.js';
+import { QueueOrder } from './projections/queue-order.js';
+import { readCheckpoint, writeCheckpoint } from './store/checkpoints.js';
+import { EventStore } from './store/event-store.js';
+import { JobStore } from './store/job-store.js';
+import { LogTail } from './store/log-tail.js';
+
+export interface DocketOptions {
+  /** NATS server URL(s). Ignored when `nc` is given. @defaultValue 'nats://127.0.0.1:4222' */
+  readonly servers?: string | string[];
+  /** A connection to use; the node does not close it. */
+  readonly nc?: NatsConnection;
+  /** Directory for checkpoints. Without one the node folds the whole log on every start. */
+  readonly dataDir?: string;
+  /** Write a checkpoint after this many events folded since the last. @defaultValue 100000 */
+  readonly checkpointEveryEvents?: number;
+  readonly logger?: Logger;
+  readonly clock?: Clock;
+  readonly ids?: IdSource;
+  /** This node's name in event meta. @defaultValue `<host>-<pid>` */
+  readonly nodeName?: string;
+  /** Stream replicas when the node creates DOCKET (3 on a NATS cluster). @defaultValue 1 */
+  readonly replicas?: number;
+}
+
+export interface DocketNode {
+  readonly name: string;
+  readonly nc: NatsConnection;
+  readonly store: JobStore;
+  readonly tail: LogTail;
+  readonly queueOrder: QueueOrder;
+  readonly progress: Progress;
+  readonly keys: KeyIndex;
+  readonly queueIndex: QueueIndex;
+  readonly commands: CommandService;
+  readonly context: CommandContext;
+  readonly log: Logger;
+  /** Writes a checkpoint now (no-op without a dataDir). */
+  checkpoint(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startNode(options: DocketOptions = {}): Promise<DocketNode> {
+  const name = options.nodeName ?? `${hostname()}-${process.pid}`;
+  const log = (options.logger ?? silentLogger).child({ component: 'node', node: name });
+  const clock = options.clock ?? systemClock;
+  const ownsConnection = options.nc === undefined;
+  const nc = options.nc ?? (await connectNats({ ...(options.servers === undefined ? {} : { servers: options.servers }), name: `docket-${name}` }));
+
+  const jsm = await ensureStream(nc, options.replicas === undefined ? {} : { replicas: options.replicas });
+  const info = await jsm.streams.info(STREAM);
+  const streamCreated = info.created;
+  const lastSeqAtStart = info.state.last_seq;
+
+  const store = new JobStore();
+  const queueOrder = new QueueOrder(() => clock.now());
+  const progress = new Progress();
+  const keys = new KeyIndex();
+  const queueIndex = new QueueIndex();
+  for (const projection of [queueOrder, progress, keys, queueIndex]) store.onChange(projection.apply);
+
+  const checkpointPath = options.dataDir === undefined ? undefined : join(options.dataDir, 'checkpoint.json');
+  let fromSeq = 1;
+  if (checkpointPath) {
+    const checkpoint = await readCheckpoint(checkpointPath, streamCreated);
+    if (checkpoint && checkpoint.seq <= lastSeqAtStart) {
+      for (const record of checkpoint.records) store.restore(record);
+      fromSeq = checkpoint.seq + 1;
+      log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length }, 'checkpoint restored');
+    }
+  }
+
+  const tail = new LogTail(nc, store, log.child({ component: 'tail' }), fromSeq);
+  const started = Date.now();
+  await tail.start();
+  await tail.waitFor(lastSeqAtStart);
+  log.info({ events: lastSeqAtStart - fromSeq + 1, ms: Date.now() - started, jobs: store.size }, 'log folded');
+
+  const events = new EventStore(nc);
+  const context: CommandContext = { store, tail, events, keys, clock, ids: options.ids ?? randomIds, node: name, log };
+  const queries: QueryContext = { store, progress, queueIndex };
+
+  const commands = new CommandService(nc, log.child({ component: 'commands' }));
+  commands.register('submit', async (body) => {
+    const command = validateSubmit(body);
+    const results = await submit(context, command);
+    if (command.batch) return { jobs: results };
+    const only = results[0]!;
+    if (!only.ok) return { ...only, ok: false };
+    const { ok: _ok, ...rest } = only;
+    return rest;
+  });
+  commands.register('cancel', async (body) => {
+    const command = validate(cancelSchema, body);
+    const { record } = await transitionJob(context, command.job_id, command.id, (current, eventId) =>
+      envelope(context, 'job.cancelled', current.queue, eventId, { reason: command.reason ?? null }),
+    );
+    return { job_id: record.jobId, status: record.state.job.value };
+  });
+  commands.register('get', (body) => getJob(queries, validate(getSchema, body)));
+  commands.register('list', (body) => listJobs(queries, validate(listSchema, body)));
+  commands.register('progress', (body) => progressOf(queries, validate(progressSchema, body)));
+
+  let lastCheckpointSeq = fromSeq - 1;
+  let writing: Promise<void> | undefined;
+  const checkpoint = async (): Promise<void> => {
+    if (!checkpointPath) return;
+    await writing;
+    const seq = tail.position;
+    writing = writeCheckpoint(checkpointPath, streamCreated, seq, store.values())
+      .then(() => {
+        lastCheckpointSeq = seq;
+      })
+      .finally(() => {
+        writing = undefined;
+      });
+    await writing;
+  };
+  const everyEvents = options.checkpointEveryEvents ?? 100_000;
+  const checkpointTimer = setInterval(() => {
+    if (tail.position - lastCheckpointSeq >= everyEvents && !writing) {
+      checkpoint().catch((err: unknown) => log.warn({ err }, 'checkpoint failed'));
+    }
+  }, 1000);
+  checkpointTimer.unref();
+  if (checkpointPath && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
+
+  commands.start();
+  log.info({ stream: STREAM, seq: tail.position }, 'serving');
+
+  let closed = false;
+  return {
+    name,
+    nc,
+    store,
+    tail,
+    queueOrder,
+    progress,
+    keys,
+    queueIndex,
+    commands,
+    context,
+    log,
+    checkpoint,
+    async close() {
+      if (closed) return;
+      closed = true;
+      clearInterval(checkpointTimer);
+      await commands.stop();
+      await checkpoint();
+      await tail.stop();
+      await events.close();
+      if (ownsConnection) await nc.drain();
+      log.info('closed');
+    },
+  };
+}
