@@ -9,3 +9,4 @@ export * from './job.aggregate.js';
 
 /** Machine versions; a checkpoint written under other versions is dropped and rebuilt from the log. */
 export const MACHINE_VERSIONS = { job: 1, jobRun: 1 } as const;
+export * from './retry-policy.js';

@@ -38,8 +38,11 @@ export interface JobSubmittedData {
   readonly key: JobKey | null;
   readonly params: JsonObject;
   readonly priority: number;
-  /** Second part of the order key; 0 by default, so equal priorities run FIFO by sequence. */
-  readonly position: number;
+  /**
+   * Second part of the order key. null (the default) means "this event's stream sequence", so
+   * equal priorities run FIFO and every unmoved job has a distinct position a move can go between.
+   */
+  readonly position: number | null;
   /** ISO time from which the job may be claimed. */
   readonly run_at: string;
   readonly max_attempts: number;
@@ -89,7 +92,8 @@ export interface JobSkippedData {
 
 export interface JobMovedData {
   readonly priority: number;
-  readonly position: number;
+  /** null keeps the stream sequence of job.submitted as the position. */
+  readonly position: number | null;
 }
 
 export interface Artifact {

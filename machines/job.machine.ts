@@ -27,7 +27,8 @@ export interface JobContext {
   readonly key: JobKey | null;
   readonly params: JsonObject;
   readonly priority: number;
-  readonly position: number;
+  /** null: the stream sequence of job.submitted (see JobSubmittedData.position). */
+  readonly position: number | null;
   readonly run_at: string;
   readonly max_attempts: number;
   readonly backoff: BackoffPolicy;
@@ -45,7 +46,7 @@ export const EMPTY_JOB: JobContext = {
   key: null,
   params: {},
   priority: 0,
-  position: 0,
+  position: null,
   run_at: '',
   max_attempts: 1,
   backoff: { base_ms: 0, max_ms: 0, jitter: 0 },

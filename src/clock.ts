@@ -2,6 +2,8 @@
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
+  /** For clocks moved by hand: called after every move, so timers can look again. */
+  onChange?(listener: () => void): () => void;
 }
 
 export const systemClock: Clock = { now: () => Date.now() };

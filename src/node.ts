@@ -10,14 +10,21 @@ import { systemClock, type Clock } from './clock.js';
 import { CommandService } from './commands/command-service.js';
 import { envelope, transitionJob, type CommandContext } from './commands/handle-command.js';
 import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
-import { cancelSchema, getSchema, listSchema, progressSchema } from './commands/schemas.js';
+import { movedData } from './commands/move.js';
+import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retrySchema } from './commands/schemas.js';
+import { Leadership } from './cluster/leadership.js';
+import { QueueDispatcher } from './dispatch/dispatcher.js';
+import { WorkService } from './dispatch/work-service.js';
+import { NotFoundError } from './errors.js';
+import { LeaseKeeper } from './reactors/leases.js';
+import { createRetry, Retrier } from './reactors/retrier.js';
 import { submit } from './commands/submit.js';
 import { validate, validateSubmit } from './commands/validate.js';
 import { randomIds, type IdSource } from './ids.js';
 import { silentLogger, type Logger } from './logger.js';
 import { connectNats } from './nats/connection.js';
 import { ensureStream } from './nats/streams.js';
-import { STREAM } from './nats/subjects.js';
+import { STREAM, toNodeToken } from './nats/subjects.js';
 import { KeyIndex } from './projections/key-index.js';
 import { Progress } from './projections/progress.js';
 import { QueueIndex } from './projections/queue-index.js';
@@ -43,6 +50,8 @@ export interface DocketOptions {
   readonly nodeName?: string;
   /** Stream replicas when the node creates DOCKET (3 on a NATS cluster). @defaultValue 1 */
   readonly replicas?: number;
+  /** How long a queue leadership lease lasts without renewal (wall clock). @defaultValue 5000 */
+  readonly leadershipLeaseMs?: number;
 }
 
 export interface DocketNode {
@@ -55,6 +64,9 @@ export interface DocketNode {
   readonly keys: KeyIndex;
   readonly queueIndex: QueueIndex;
   readonly commands: CommandService;
+  readonly leadership: Leadership;
+  readonly leases: LeaseKeeper;
+  dispatcher(queue: string): QueueDispatcher | undefined;
   readonly context: CommandContext;
   readonly log: Logger;
   /** Writes a checkpoint now (no-op without a dataDir). */
@@ -63,7 +75,7 @@ export interface DocketNode {
 }
 
 export async function startNode(options: DocketOptions = {}): Promise<DocketNode> {
-  const name = options.nodeName ?? `${hostname()}-${process.pid}`;
+  const name = toNodeToken(options.nodeName ?? `${hostname()}-${process.pid}`);
   const log = (options.logger ?? silentLogger).child({ component: 'node', node: name });
   const clock = options.clock ?? systemClock;
   const ownsConnection = options.nc === undefined;
@@ -119,6 +131,20 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     );
     return { job_id: record.jobId, status: record.state.job.value };
   });
+  commands.register('retry', async (body) => {
+    const command = validate(retrySchema, body);
+    const failed = store.get(command.job_id);
+    if (!failed) throw new NotFoundError(`job ${command.job_id} not found`, { details: { job_id: command.job_id } });
+    const { record, created } = await createRetry(context, failed, { manual: true });
+    return { job_id: record.jobId, status: record.state.job.value, created, retry_of: failed.jobId };
+  });
+  commands.register('move', async (body) => {
+    const command = validate(moveSchema, body);
+    const { record } = await transitionJob(context, command.job_id, command.id, (current, eventId) =>
+      envelope(context, 'job.moved', current.queue, eventId, current.state.job.value === 'queued' || current.state.job.value === 'waiting' ? movedData(store, current, command) : { priority: current.state.job.context.priority, position: current.state.job.context.position }),
+    );
+    return { job_id: record.jobId, status: record.state.job.value, priority: record.state.job.context.priority, position: record.state.job.context.position };
+  });
   commands.register('get', (body) => getJob(queries, validate(getSchema, body)));
   commands.register('list', (body) => listJobs(queries, validate(listSchema, body)));
   commands.register('progress', (body) => progressOf(queries, validate(progressSchema, body)));
@@ -147,7 +173,41 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   checkpointTimer.unref();
   if (checkpointPath && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
 
+  // Leader-only reactors: the queue's dispatcher, its leases and its retries.
+  const leadership = new Leadership(nc, name, log.child({ component: 'leadership' }), options.leadershipLeaseMs ?? 5000, options.replicas ?? 1);
+  await leadership.start();
+  const isLeader = (queue: string) => leadership.isLeader(queue);
+  const leases = new LeaseKeeper(context, isLeader, clock, log.child({ component: 'leases' }));
+  const retrier = new Retrier(context, isLeader, log.child({ component: 'retrier' }));
+  store.onChange(leases.apply);
+  store.onChange(retrier.apply);
+  const dispatchers = new Map<string, QueueDispatcher>();
+  queueOrder.onReady((queue) => dispatchers.get(queue)?.pump());
+  const unsubscribeClock = clock.onChange?.(() => {
+    for (const dispatcher of dispatchers.values()) dispatcher.pump();
+  });
+  leadership.onChange((queue, leading) => {
+    if (leading) {
+      // Recovery on start or takeover (DESIGN's matrix): fresh leases for running jobs, missing retries.
+      leases.adopt(queue, store.values());
+      retrier.adopt(queue, store.values());
+      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, log.child({ component: 'dispatcher', queue })));
+      dispatchers.get(queue)!.pump();
+    } else {
+      dispatchers.get(queue)?.stop();
+      dispatchers.delete(queue);
+      leases.drop(queue);
+    }
+  });
+  for (const queue of queueIndex.queues()) leadership.watch(queue);
+  store.onChange((change) => {
+    if (change.before === undefined) leadership.watch(change.after.queue);
+  });
+  leases.start();
+  const work = new WorkService(nc, context, leadership, (queue) => dispatchers.get(queue), leases, log.child({ component: 'work' }));
+
   commands.start();
+  work.start();
   log.info({ stream: STREAM, seq: tail.position }, 'serving');
 
   let closed = false;
@@ -161,6 +221,9 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     keys,
     queueIndex,
     commands,
+    leadership,
+    leases,
+    dispatcher: (queue) => dispatchers.get(queue),
     context,
     log,
     checkpoint,
@@ -168,7 +231,12 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
       if (closed) return;
       closed = true;
       clearInterval(checkpointTimer);
+      unsubscribeClock?.();
+      for (const dispatcher of dispatchers.values()) dispatcher.stop();
+      await work.stop();
       await commands.stop();
+      leases.stop();
+      await leadership.stop();
       await checkpoint();
       await tail.stop();
       await events.close();

@@ -12,10 +12,18 @@ export const Limits = {
   /** Decide again after a lost append race this many times, then reply `conflict`. */
   MaxConflictRetries: 5,
   MaxAttempts: 1_000,
+  /** Jobs one claim may take. */
+  MaxClaimJobs: 1_000,
+  /** A long-poll claim waits at most this long (NATS request timeouts beyond it are the client's). */
+  MaxClaimWaitMs: 60_000,
+  MinLeaseMs: 1_000,
+  MaxLeaseMs: 24 * 3_600_000,
 } as const;
 
 /** Defaults of a submitted job (documented in README). */
 export const JobDefaults = {
   maxAttempts: 1,
+  /** A claim's lease when the worker names none; heartbeats extend it. */
+  leaseMs: 30_000,
   backoff: { base_ms: 1_000, max_ms: 3_600_000, jitter: 0.2 },
 } as const;

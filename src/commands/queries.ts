@@ -12,7 +12,7 @@ export interface JobSummary {
   readonly status: string;
   readonly key: unknown;
   readonly priority: number;
-  readonly position: number;
+  readonly position: number | null;
   readonly run_at: string;
   readonly attempt: number;
   readonly max_attempts: number;

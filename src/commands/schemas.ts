@@ -90,3 +90,43 @@ export const commandSchemas = {
   list: listSchema,
   progress: progressSchema,
 } as const;
+
+// Worker protocol: docket.work.<queue>.<verb>
+export const claimSchema = z
+  .object({
+    worker: z.string().min(1).max(200),
+    max: z.number().int().min(1).max(Limits.MaxClaimJobs).optional(),
+    wait_ms: z.number().int().min(0).max(Limits.MaxClaimWaitMs).optional(),
+    lease_ms: z.number().int().min(Limits.MinLeaseMs).max(Limits.MaxLeaseMs).optional(),
+    host: z.string().max(200).optional(),
+    pid: z.number().int().min(0).optional(),
+    version: z.string().max(200).optional(),
+  })
+  .strict();
+export const heartbeatSchema = z
+  .object({ worker: z.string().max(200).optional(), run_ids: z.array(idToken).max(Limits.MaxClaimJobs * 10) })
+  .strict();
+export const completeSchema = z.object({ run_id: idToken, job_id: idToken, result: jsonValue.optional(), exit_code: z.number().int().optional() }).strict();
+export const jobErrorSchema = z
+  .object({ message: z.string().max(64 * 1024), stack: z.string().max(64 * 1024).optional(), retryable: z.boolean().optional() })
+  .strict();
+export const failSchema = z.object({ run_id: idToken, job_id: idToken, error: jobErrorSchema, exit_code: z.number().int().optional() }).strict();
+export const retrySchema = z.object({ id: commandId.optional(), job_id: idToken }).strict();
+export const moveSchema = z
+  .object({
+    id: commandId.optional(),
+    job_id: idToken,
+    priority: z.number().int().min(Priority.Min).max(Priority.Max).optional(),
+    before: idToken.optional(),
+    after: idToken.optional(),
+  })
+  .strict()
+  .refine((m) => !(m.before !== undefined && m.after !== undefined), { message: 'give before or after, not both', path: ['before'] })
+  .refine((m) => m.before !== undefined || m.after !== undefined || m.priority !== undefined, { message: 'give priority, before or after', path: ['priority'] });
+
+export type ClaimCommand = z.infer<typeof claimSchema>;
+export type HeartbeatCommand = z.infer<typeof heartbeatSchema>;
+export type CompleteCommand = z.infer<typeof completeSchema>;
+export type FailCommand = z.infer<typeof failSchema>;
+export type RetryCommand = z.infer<typeof retrySchema>;
+export type MoveCommand = z.infer<typeof moveSchema>;

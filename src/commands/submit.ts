@@ -55,7 +55,7 @@ function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, event
     key: spec.key === undefined ? null : (spec.key as JobKey),
     params: (spec.params ?? {}) as JsonObject,
     priority: spec.priority ?? Priority.Default,
-    position: 0,
+    position: null,
     run_at: runAt,
     max_attempts: spec.max_attempts ?? JobDefaults.maxAttempts,
     backoff: spec.backoff ?? JobDefaults.backoff,

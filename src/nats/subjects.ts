@@ -41,11 +41,41 @@ export const subjects = {
   command(verb: string): string {
     return `${COMMAND_PREFIX}.${verb}`;
   },
-  work(queue: string, verb: 'claim' | 'heartbeat' | 'complete' | 'fail'): string {
+  work(queue: string, verb: WorkVerb): string {
     assertQueue(queue);
     return `docket.work.${queue}.${verb}`;
   },
+  /** Every worker request, served by one node of the `docket` group, which forwards to the leader. */
+  allWork: 'docket.work.>',
+  /** A node's private inbox for work requests forwarded to it as a queue's leader. */
+  leaderWork(node: string, queue: string, verb: WorkVerb): string {
+    assertToken(node);
+    assertQueue(queue);
+    return `docket.leader.${node}.${queue}.${verb}`;
+  },
+  leaderInbox(node: string): string {
+    assertToken(node);
+    return `docket.leader.${node}.>`;
+  },
 };
+
+export const WORK_VERBS = ['claim', 'heartbeat', 'complete', 'fail'] as const;
+export type WorkVerb = (typeof WORK_VERBS)[number];
+/** The KV bucket holding per-queue leadership leases. */
+export const LEADERS_BUCKET = 'docket_leaders';
+
+/** Queue and verb of a `docket.work.<queue>.<verb>` or `docket.leader.<node>.<queue>.<verb>` subject. */
+export function parseWorkSubject(subject: string): { queue: string; verb: WorkVerb } | null {
+  const parts = subject.split('.');
+  const [queue, verb] = parts[1] === 'work' && parts.length === 4 ? [parts[2], parts[3]] : parts[1] === 'leader' && parts.length === 5 ? [parts[3], parts[4]] : [];
+  if (queue === undefined || verb === undefined || !QUEUE_NAME.test(queue)) return null;
+  return (WORK_VERBS as readonly string[]).includes(verb) ? { queue, verb: verb as WorkVerb } : null;
+}
+
+/** A node name made safe as one subject token. */
+export function toNodeToken(name: string): string {
+  return name.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 128) || 'node';
+}
 
 export interface ParsedSubject {
   readonly kind: 'job';

@@ -23,7 +23,7 @@ interface DelayedEntry {
 
 export function orderKeyOf(record: JobRecord): OrderKey {
   const ctx = record.state.job.context;
-  return { priority: ctx.priority, position: ctx.position, seq: record.submitSeq };
+  return { priority: ctx.priority, position: ctx.position ?? record.submitSeq, seq: record.submitSeq };
 }
 
 /** The one comparison of queue order. */

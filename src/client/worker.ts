@@ -1,0 +1,226 @@
+/**
+ * The TypeScript Worker: claims jobs of one queue (long poll), runs the handler with up to
+ * `concurrency` jobs at once, heartbeats their leases, and completes or fails each run naming its
+ * run id. A run that loses its job (lease lapsed, job cancelled) has its AbortSignal fired on the
+ * next heartbeat reply; its late completion is refused by the leader (`stale_run`).
+ */
+import { hostname } from 'node:os';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Json, JsonObject } from '../../machines/index.js';
+import { coerceError, DocketError, fromErrorBody, NonRetryableJobError, type ErrorBody } from '../errors.js';
+import { randomIds } from '../ids.js';
+import { silentLogger, type Logger } from '../logger.js';
+import { connectNats } from '../nats/connection.js';
+import { subjects, type WorkVerb } from '../nats/subjects.js';
+
+export interface WorkerJob {
+  readonly job_id: string;
+  readonly run_id: string;
+  readonly queue: string;
+  readonly key: unknown;
+  readonly params: JsonObject;
+  readonly attempt: number;
+  readonly max_attempts: number;
+  readonly lease_ms: number;
+}
+
+export interface WorkerJobContext {
+  /** The run id: a fencing token to hand to downstream systems. */
+  readonly runId: string;
+  /** Fired when the run no longer holds its job (cancelled, lease lost) or the worker stops hard. */
+  readonly signal: AbortSignal;
+  /** Extends the lease now (heartbeats are also sent automatically). */
+  heartbeat(): Promise<void>;
+  /** Reports progress; sent with the next heartbeat and logged (not stored in the log). */
+  progress(value: Json): void;
+}
+
+export type WorkerHandler = (job: WorkerJob, ctx: WorkerJobContext) => Promise<Json | void> | Json | void;
+
+export interface WorkerOptions {
+  readonly queue: string;
+  readonly handler: WorkerHandler;
+  /** @defaultValue 'nats://127.0.0.1:4222' */
+  readonly servers?: string | string[];
+  /** Use this connection; `close()` leaves it open. */
+  readonly nc?: NatsConnection;
+  /** Jobs run at once. @defaultValue 1 */
+  readonly concurrency?: number;
+  /** Lease asked for each claim; heartbeats go every third of it. @defaultValue 30000 */
+  readonly leaseMs?: number;
+  /** How long one claim waits for work. @defaultValue 2000 */
+  readonly claimWaitMs?: number;
+  /** @defaultValue `<host>-<pid>-<random>` */
+  readonly workerId?: string;
+  /** Code version recorded on each run. @defaultValue 'unknown' */
+  readonly version?: string;
+  readonly logger?: Logger;
+  /** SIGTERM and SIGINT drain the worker (finish in-flight runs) and exit the process. @defaultValue false */
+  readonly handleSignals?: boolean;
+}
+
+interface Active {
+  readonly job: WorkerJob;
+  readonly controller: AbortController;
+  progress: Json | undefined;
+}
+
+export class Worker {
+  readonly id: string;
+  private nc: NatsConnection | undefined;
+  private ownsConnection = false;
+  private running = false;
+  private readonly active = new Map<string, Active>();
+  private loop: Promise<void> | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private slotFreed: (() => void) | undefined;
+  private readonly log: Logger;
+  private readonly concurrency: number;
+  private readonly leaseMs: number;
+  private readonly claimWaitMs: number;
+  /** Runs finished by this worker, by outcome (for tests and metrics). */
+  readonly counts = { succeeded: 0, failed: 0, lost: 0 };
+
+  constructor(private readonly options: WorkerOptions) {
+    this.id = options.workerId ?? `${hostname()}-${process.pid}-${randomIds.next().slice(0, 6)}`;
+    this.concurrency = options.concurrency ?? 1;
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.claimWaitMs = options.claimWaitMs ?? 2_000;
+    this.log = (options.logger ?? silentLogger).child({ component: 'worker', queue: options.queue, workerId: this.id });
+  }
+
+  async start(): Promise<void> {
+    if (this.running) return;
+    if (this.options.nc) this.nc = this.options.nc;
+    else {
+      this.nc = await connectNats(this.options.servers === undefined ? { name: `docket-worker-${this.id}` } : { servers: this.options.servers, name: `docket-worker-${this.id}` });
+      this.ownsConnection = true;
+    }
+    this.running = true;
+    this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(100, Math.floor(this.leaseMs / 3)));
+    this.loop = this.claimLoop();
+    if (this.options.handleSignals) {
+      const drain = () => {
+        this.log.info('signal received, draining');
+        void this.close().then(() => process.exit(0));
+      };
+      process.once('SIGTERM', drain);
+      process.once('SIGINT', drain);
+    }
+  }
+
+  private async request<T>(verb: WorkVerb, body: unknown, timeoutMs: number): Promise<T> {
+    const msg = await this.nc!.request(subjects.work(this.options.queue, verb), JSON.stringify(body), { timeout: timeoutMs });
+    const reply = msg.json<{ ok: boolean; error?: ErrorBody } & T>();
+    if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
+    return reply;
+  }
+
+  private async claimLoop(): Promise<void> {
+    let backoffMs = 100;
+    while (this.running) {
+      const free = this.concurrency - this.active.size;
+      if (free <= 0) {
+        await new Promise<void>((resolve) => (this.slotFreed = resolve));
+        continue;
+      }
+      try {
+        const { jobs } = await this.request<{ jobs: WorkerJob[] }>(
+          'claim',
+          { worker: this.id, max: free, wait_ms: this.claimWaitMs, lease_ms: this.leaseMs, host: hostname(), pid: process.pid, version: this.options.version ?? 'unknown' },
+          this.claimWaitMs + 10_000,
+        );
+        backoffMs = 100;
+        for (const job of jobs) this.run(job);
+      } catch (err) {
+        if (!this.running) break;
+        this.log.debug({ err }, 'claim failed, retrying');
+        await new Promise((r) => setTimeout(r, backoffMs));
+        backoffMs = Math.min(2_000, backoffMs * 2);
+      }
+    }
+  }
+
+  private run(job: WorkerJob): void {
+    const controller = new AbortController();
+    const entry: Active = { job, controller, progress: undefined };
+    this.active.set(job.run_id, entry);
+    const log = this.log.child({ jobId: job.job_id, runId: job.run_id });
+    const ctx: WorkerJobContext = {
+      runId: job.run_id,
+      signal: controller.signal,
+      heartbeat: () => this.heartbeat(),
+      progress: (value) => {
+        entry.progress = value;
+      },
+    };
+    void (async () => {
+      try {
+        const result = await this.options.handler(job, ctx);
+        await this.finish('complete', { run_id: job.run_id, job_id: job.job_id, result: result ?? null }, log);
+        this.counts.succeeded += 1;
+      } catch (err) {
+        const error = coerceError(err);
+        const body = { run_id: job.run_id, job_id: job.job_id, error: { message: error.message || error.name, ...(error.stack ? { stack: error.stack.slice(0, 8_000) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
+        await this.finish('fail', body, log);
+        this.counts.failed += 1;
+      } finally {
+        this.active.delete(job.run_id);
+        this.slotFreed?.();
+        this.slotFreed = undefined;
+      }
+    })();
+  }
+
+  /** Reports a run's end; resent on unavailability (idempotent by run id). A stale run is dropped. */
+  private async finish(verb: 'complete' | 'fail', body: unknown, log: Logger): Promise<void> {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      try {
+        await this.request(verb, body, 10_000);
+        return;
+      } catch (err) {
+        if (err instanceof DocketError && err.code !== 'unavailable') {
+          // stale_run / invalid_transition: the run lost its job; the log already says how.
+          log.warn({ err }, `${verb} refused`);
+          this.counts.lost += 1;
+          return;
+        }
+        await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
+      }
+    }
+    log.error(`${verb} not delivered; the lease will lapse`);
+  }
+
+  private async heartbeat(): Promise<void> {
+    if (this.active.size === 0 || !this.nc) return;
+    const runIds = [...this.active.keys()];
+    try {
+      const { lost } = await this.request<{ lost: string[] }>('heartbeat', { worker: this.id, run_ids: runIds }, 5_000);
+      for (const runId of lost) {
+        const entry = this.active.get(runId);
+        if (entry && !entry.controller.signal.aborted) {
+          this.log.warn({ runId, jobId: entry.job.job_id }, 'run lost its job, aborting');
+          entry.controller.abort(new Error('run no longer holds its job'));
+        }
+      }
+    } catch (err) {
+      this.log.debug({ err }, 'heartbeat failed');
+    }
+  }
+
+  /** The runs in flight. */
+  get inFlight(): number {
+    return this.active.size;
+  }
+
+  /** Stops claiming and waits for in-flight runs to finish (drain). */
+  async close(): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    this.slotFreed?.();
+    await this.loop;
+    while (this.active.size > 0) await new Promise((r) => setTimeout(r, 20));
+    clearInterval(this.heartbeatTimer);
+    if (this.ownsConnection) await this.nc?.drain();
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * Dispatcher (leader only), one per led queue.
+ *
+ * Answers long-poll claims from the in-memory queue order: the head of the queue goes to the
+ * oldest waiting claim, one `job.claimed` append per job (the append opens the run). A job taken
+ * for a claim in flight is invisible to other claims; if its append is refused (cancelled
+ * meanwhile, not due) it goes back to its place. Woken at once when a job becomes ready; a timer
+ * covers delayed jobs and a slow poll covers everything else.
+ */
+import { hostname } from 'node:os';
+import type { JsonObject } from '../../machines/index.js';
+import type { Clock } from '../clock.js';
+import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
+import { JobDefaults } from '../commands/limits.js';
+import type { ClaimCommand } from '../commands/schemas.js';
+import { DocketError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { QueueOrder } from '../projections/queue-order.js';
+
+export interface ClaimedJob {
+  readonly job_id: string;
+  readonly run_id: string;
+  readonly queue: string;
+  readonly key: unknown;
+  readonly params: JsonObject;
+  readonly attempt: number;
+  readonly max_attempts: number;
+  readonly lease_ms: number;
+}
+
+interface Waiter {
+  readonly request: ClaimCommand;
+  readonly resolve: (jobs: ClaimedJob[]) => void;
+  timer: NodeJS.Timeout | undefined;
+}
+
+const POLL_MS = 1000;
+
+export class QueueDispatcher {
+  private readonly waiters: Waiter[] = [];
+  private dueTimer: NodeJS.Timeout | undefined;
+  private readonly pollTimer: NodeJS.Timeout;
+  private stopped = false;
+
+  constructor(
+    readonly queue: string,
+    private readonly ctx: CommandContext,
+    private readonly order: QueueOrder,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {
+    this.pollTimer = setInterval(() => this.pump(), POLL_MS);
+    this.pollTimer.unref();
+  }
+
+  /** A claim: resolves with up to `max` jobs, or none after `wait_ms`. */
+  claim(request: ClaimCommand): Promise<ClaimedJob[]> {
+    if (this.stopped) return Promise.resolve([]);
+    return new Promise((resolve) => {
+      const waiter: Waiter = { request, resolve, timer: undefined };
+      this.waiters.push(waiter);
+      this.pump();
+      if (this.waiters.includes(waiter)) {
+        const waitMs = request.wait_ms ?? 0;
+        waiter.timer = setTimeout(() => {
+          const i = this.waiters.indexOf(waiter);
+          if (i >= 0) this.waiters.splice(i, 1);
+          resolve([]);
+        }, waitMs);
+      }
+    });
+  }
+
+  /** Hands ready jobs to waiting claims. Synchronous up to the appends, which run in parallel. */
+  pump(): void {
+    while (this.waiters.length > 0 && !this.stopped) {
+      const waiter = this.waiters[0]!;
+      const max = waiter.request.max ?? 1;
+      const jobIds: string[] = [];
+      while (jobIds.length < max) {
+        const id = this.order.take(this.queue);
+        if (id === undefined) break;
+        jobIds.push(id);
+      }
+      if (jobIds.length === 0) break;
+      this.waiters.shift();
+      clearTimeout(waiter.timer);
+      void Promise.all(jobIds.map((jobId) => this.claimOne(jobId, waiter.request))).then((claimed) => {
+        const jobs = claimed.filter((job): job is ClaimedJob => job !== null);
+        if (jobs.length > 0 || this.stopped) {
+          waiter.resolve(jobs);
+          return;
+        }
+        // Every taken job was refused (e.g. cancelled meanwhile): the claim waits on.
+        this.waiters.unshift(waiter);
+        this.pump();
+      });
+    }
+    this.armDueTimer();
+  }
+
+  private armDueTimer(): void {
+    clearTimeout(this.dueTimer);
+    this.dueTimer = undefined;
+    if (this.waiters.length === 0 || this.stopped) return;
+    const dueAt = this.order.nextDueAt(this.queue);
+    if (dueAt === undefined) return;
+    this.dueTimer = setTimeout(() => this.pump(), Math.max(0, dueAt - this.clock.now()));
+    this.dueTimer.unref();
+  }
+
+  private async claimOne(jobId: string, request: ClaimCommand): Promise<ClaimedJob | null> {
+    const runId = this.ctx.ids.next();
+    const leaseMs = request.lease_ms ?? JobDefaults.leaseMs;
+    try {
+      const { record } = await transitionJob(this.ctx, jobId, undefined, (current, eventId) =>
+        envelope(this.ctx, 'job.claimed', current.queue, eventId, {
+          run_id: runId,
+          worker: request.worker,
+          host: request.host ?? hostname(),
+          pid: request.pid ?? 0,
+          version: request.version ?? 'unknown',
+          lease_ms: leaseMs,
+        }),
+      );
+      const job = record.state.job.context;
+      return { job_id: jobId, run_id: runId, queue: record.queue, key: job.key, params: job.params, attempt: job.attempt, max_attempts: job.max_attempts, lease_ms: leaseMs };
+    } catch (err) {
+      this.order.release(this.queue, jobId);
+      if (!(err instanceof DocketError)) this.log.error({ err, jobId }, 'claim append failed');
+      return null;
+    }
+  }
+
+  /** Stops dispatching; waiting claims are answered with no jobs. */
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.pollTimer);
+    clearTimeout(this.dueTimer);
+    for (const waiter of this.waiters.splice(0)) {
+      clearTimeout(waiter.timer);
+      waiter.resolve([]);
+    }
+  }
+}

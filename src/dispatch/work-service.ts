@@ -1,0 +1,141 @@
+/**
+ * The worker protocol, `docket.work.<queue>.{claim,heartbeat,complete,fail}`, served by the
+ * queue's leader. Every node listens in the `docket` queue group; the node a request lands on
+ * serves it when it leads the queue (taking the lease when nobody holds it), and otherwise
+ * forwards it to the leader's private subject `docket.leader.<node>.<queue>.<verb>`.
+ */
+import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import type { Leadership, LeaderInfo } from '../cluster/leadership.js';
+import { errorReply, replyBytes } from '../commands/command-service.js';
+import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
+import { claimSchema, completeSchema, failSchema, heartbeatSchema } from '../commands/schemas.js';
+import { parseJson, validate } from '../commands/validate.js';
+import { coerceError, DocketError, UnavailableError } from '../errors.js';
+import type { JobError } from '../../machines/index.js';
+import type { Logger } from '../logger.js';
+import { COMMAND_QUEUE_GROUP, parseWorkSubject, subjects, type WorkVerb } from '../nats/subjects.js';
+import type { LeaseKeeper } from '../reactors/leases.js';
+import type { QueueDispatcher } from './dispatcher.js';
+
+/** Extra time a forwarded long-poll claim gets beyond its own wait. */
+const FORWARD_SLACK_MS = 5_000;
+
+export class WorkService {
+  private readonly subs: Subscription[] = [];
+  private readonly leaders = new Map<string, LeaderInfo>();
+  private readonly inFlight = new Set<Promise<void>>();
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly ctx: CommandContext,
+    private readonly leadership: Leadership,
+    private readonly dispatcherFor: (queue: string) => QueueDispatcher | undefined,
+    private readonly leases: LeaseKeeper,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    const track = (work: Promise<void>) => {
+      const done = work.finally(() => this.inFlight.delete(done));
+      this.inFlight.add(done);
+    };
+    this.subs.push(
+      this.nc.subscribe(subjects.allWork, { queue: COMMAND_QUEUE_GROUP, callback: (err, msg) => {
+          if (!err) track(this.route(msg));
+        } }),
+      this.nc.subscribe(subjects.leaderInbox(this.leadership.node), { callback: (err, msg) => {
+          if (!err) track(this.serve(msg));
+        } }),
+    );
+  }
+
+  private async leaderOf(queue: string): Promise<LeaderInfo | null> {
+    if (this.leadership.isLeader(queue)) return { node: this.leadership.node, expiresAt: Infinity };
+    const cached = this.leaders.get(queue);
+    if (cached && cached.expiresAt > Date.now()) return cached;
+    const leader = await this.leadership.leaderOf(queue);
+    if (leader) this.leaders.set(queue, leader);
+    return leader;
+  }
+
+  private async route(msg: Msg): Promise<void> {
+    const parsed = parseWorkSubject(msg.subject);
+    if (!parsed) return this.respond(msg, errorReply(new UnavailableError(`unknown work subject ${msg.subject}`), this.log));
+    try {
+      const leader = await this.leaderOf(parsed.queue);
+      if (!leader) throw new UnavailableError(`queue ${parsed.queue} has no leader yet; retry`);
+      if (leader.node === this.leadership.node) return await this.serve(msg);
+      const body = parseJson(msg.data) as { wait_ms?: number };
+      const timeout = (typeof body.wait_ms === 'number' ? body.wait_ms : 0) + FORWARD_SLACK_MS;
+      const reply = await this.nc.request(subjects.leaderWork(leader.node, parsed.queue, parsed.verb), msg.data, { timeout });
+      if (msg.reply) msg.respond(reply.data);
+    } catch (err) {
+      this.leaders.delete(parsed.queue);
+      const reason = err instanceof DocketError ? err : new UnavailableError(`leader did not answer: ${coerceError(err).message}`, { cause: err });
+      this.respond(msg, errorReply(reason, this.log));
+    }
+  }
+
+  private async serve(msg: Msg): Promise<void> {
+    const parsed = parseWorkSubject(msg.subject);
+    try {
+      if (!parsed) throw new UnavailableError(`unknown work subject ${msg.subject}`);
+      if (!this.leadership.isLeader(parsed.queue)) throw new UnavailableError(`this node no longer leads ${parsed.queue}; retry`);
+      const result = await this.handle(parsed.queue, parsed.verb, parseJson(msg.data));
+      this.respond(msg, { ok: true, ...result });
+    } catch (err) {
+      this.respond(msg, errorReply(err, this.log));
+    }
+  }
+
+  private async handle(queue: string, verb: WorkVerb, body: unknown): Promise<Record<string, unknown>> {
+    switch (verb) {
+      case 'claim': {
+        const request = validate(claimSchema, body);
+        const dispatcher = this.dispatcherFor(queue);
+        if (!dispatcher) throw new UnavailableError(`no dispatcher for ${queue}; retry`);
+        return { jobs: await dispatcher.claim(request) };
+      }
+      case 'heartbeat': {
+        const request = validate(heartbeatSchema, body);
+        return { lost: this.leases.heartbeat(queue, request.run_ids) };
+      }
+      case 'complete': {
+        const request = validate(completeSchema, body);
+        const { record } = await transitionJob(this.ctx, request.job_id, `complete:${request.run_id}`, (current, eventId) =>
+          envelope(this.ctx, 'job.succeeded', current.queue, eventId, {
+            run_id: request.run_id,
+            result: (request.result ?? null) as never,
+            ...(request.exit_code === undefined ? {} : { exit_code: request.exit_code }),
+          }),
+        );
+        return { job_id: record.jobId, status: record.state.job.value };
+      }
+      case 'fail': {
+        const request = validate(failSchema, body);
+        const { record } = await transitionJob(this.ctx, request.job_id, `fail:${request.run_id}`, (current, eventId) =>
+          envelope(this.ctx, 'job.failed', current.queue, eventId, {
+            run_id: request.run_id,
+            reason: 'error',
+            error: request.error as JobError,
+            ...(request.exit_code === undefined ? {} : { exit_code: request.exit_code }),
+          }),
+        );
+        return { job_id: record.jobId, status: record.state.job.value };
+      }
+      default: {
+        const unhandled: never = verb;
+        throw new UnavailableError(`unknown verb ${String(unhandled)}`);
+      }
+    }
+  }
+
+  private respond(msg: Msg, reply: Record<string, unknown>): void {
+    if (msg.reply) msg.respond(replyBytes(reply));
+  }
+
+  async stop(): Promise<void> {
+    for (const sub of this.subs.splice(0)) sub.unsubscribe();
+    await Promise.allSettled([...this.inFlight]);
+  }
+}

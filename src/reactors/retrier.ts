@@ -1,0 +1,80 @@
+/**
+ * Retrier (leader only).
+ *
+ * A failed job with attempts left gets its retry at once: a new job whose id is derived from
+ * (failed job, attempt), so creating it twice is impossible; it waits in the queue until
+ * run_at = failure time + backoff (jitter derived from the job id). On start or takeover the
+ * retrier looks at every failed job of the queue and creates the missing retries (DESIGN's
+ * recovery matrix), idempotently.
+ */
+import { backoffDelayMs, shouldRetry } from '../../machines/index.js';
+import { toIso } from '../clock.js';
+import { createJob, envelope, type CommandContext, type Created } from '../commands/handle-command.js';
+import { InvalidTransitionError } from '../errors.js';
+import { eventIdFor, retryJobId } from '../ids.js';
+import type { Logger } from '../logger.js';
+import type { JobChange, JobRecord } from '../store/job-store.js';
+
+/** Creates the retry of a failed (or, by hand, cancelled) job. Idempotent by its derived id. */
+export async function createRetry(ctx: CommandContext, failed: JobRecord, options: { manual: boolean }): Promise<Created> {
+  const job = failed.state.job.context;
+  const status = failed.state.job.value;
+  if (status !== 'failed' && !(options.manual && status === 'cancelled')) {
+    throw new InvalidTransitionError(`only a failed${options.manual ? ' or cancelled' : ''} job can be retried; job ${failed.jobId} is ${status}`);
+  }
+  const attempt = job.attempt + 1;
+  const retryId = retryJobId(failed.jobId, job.attempt);
+  const finishedMs = job.finished_at === null ? ctx.clock.now() : Date.parse(job.finished_at);
+  const runAtMs = options.manual ? ctx.clock.now() : finishedMs + backoffDelayMs(job.backoff, job.attempt, failed.jobId);
+  const event = envelope(ctx, 'job.submitted', failed.queue, eventIdFor(`retry:${failed.jobId}`, retryId), {
+    job_id: retryId,
+    key: job.key,
+    params: job.params,
+    priority: job.priority,
+    position: null,
+    run_at: toIso(runAtMs),
+    // A retry by hand extends the chain's budget by one so the audit's rule still holds.
+    max_attempts: Math.max(job.max_attempts, attempt),
+    backoff: job.backoff,
+    attempt,
+    retry_of: failed.jobId,
+    waiting: false,
+  });
+  return createJob(ctx, event);
+}
+
+export class Retrier {
+  constructor(
+    private readonly ctx: CommandContext,
+    private readonly isLeader: (queue: string) => boolean,
+    private readonly log: Logger,
+  ) {}
+
+  private needsRetry(record: JobRecord): boolean {
+    if (record.state.job.value !== 'failed') return false;
+    const job = record.state.job.context;
+    const run = record.state.run.context;
+    if (!shouldRetry({ reason: run.failure_reason, error: run.error, attempt: job.attempt, max_attempts: job.max_attempts })) return false;
+    return this.ctx.store.get(retryJobId(record.jobId, job.attempt)) === undefined;
+  }
+
+  readonly apply = (change: JobChange): void => {
+    if (change.after.state.job.value !== 'failed' || change.before?.state.job.value === 'failed') return;
+    if (!change.recorded || !this.isLeader(change.after.queue)) return;
+    if (this.needsRetry(change.after)) void this.retry(change.after);
+  };
+
+  /** Leading `queue` from now: create every missing retry. */
+  adopt(queue: string, records: Iterable<JobRecord>): void {
+    for (const record of records) if (record.queue === queue && this.needsRetry(record)) void this.retry(record);
+  }
+
+  private async retry(record: JobRecord): Promise<void> {
+    try {
+      const { record: retry, created } = await createRetry(this.ctx, record, { manual: false });
+      if (created) this.log.info({ queue: record.queue, jobId: record.jobId, retryId: retry.jobId, attempt: retry.state.job.context.attempt }, 'retry created');
+    } catch (err) {
+      this.log.error({ err, queue: record.queue, jobId: record.jobId }, 'retry not created');
+    }
+  }
+}
