@@ -91,6 +91,8 @@ export const runGuards = {
   /** Fencing: a completion must name the run holding the job (`stale_run` otherwise). */
   isCurrentRun: ({ context, event }: GuardArgs) =>
     'run_id' in event.data && event.data.run_id !== null && event.data.run_id === context.run_id,
+  /** A skip before any run names no run (a skip naming a run must come from the running run). */
+  namesNoRun: ({ event }: GuardArgs) => event.type === 'job.skipped' && event.data.run_id === null,
   /** A skip of a running job must come from its run; a skip with no run id is for a job not yet run. */
   isSkipByCurrentRun: ({ context, event }: GuardArgs) =>
     event.type === 'job.skipped' && event.data.run_id !== null && event.data.run_id === context.run_id,
@@ -104,7 +106,7 @@ const JOB_ONLY_BEFORE_RUN = {
   'job.moved': { target: 'none' },
   'job.cancelled': { target: 'none' },
   'job.ignored': { target: 'none' },
-  'job.skipped': { target: 'none' },
+  'job.skipped': { guard: 'namesNoRun', target: 'none' },
 } as const;
 
 export const jobRunMachine = setup({
