@@ -1,0 +1,196 @@
+/**
+ * `explain`: why a job ran when it did. Folds its queue's messages into the node's projections
+ * and, just before the job's accepted `job.claimed`, reads the queue order with the clock at the
+ * claim's time (the dispatcher's decision): the job's order key, the ready jobs that stood ahead
+ * of it, and then, folding on, what became of each of those. Pure: messages in, explanation out.
+ */
+import { evolveJob, type JobEvent } from '../../machines/index.js';
+import type { OrderKey } from '../projections/queue-order.js';
+import { decodeMessage } from './decode.js';
+import { QueueReplay, type ChainLink, type JobReplay } from './replay.js';
+import type { RecordedMessage } from './types.js';
+
+export interface AheadJob {
+  readonly job_id: string;
+  readonly priority: number;
+  readonly position: number;
+  readonly seq: number;
+  /** What became of it after the claim: `claimed`, `cancelled`, ... or `queued` when nothing yet. */
+  readonly fate: string;
+  readonly fate_seq: number | null;
+  /** The worker whose claim took it, when it was claimed. */
+  readonly fate_worker: string | null;
+}
+
+export interface ClaimView {
+  readonly seq: number;
+  readonly time: string;
+  readonly run_id: string;
+  readonly worker: string;
+  readonly host: string;
+  readonly pid: number;
+  readonly version: string;
+  readonly lease_ms: number;
+}
+
+export interface Explanation {
+  readonly job_id: string;
+  readonly queue: string;
+  readonly status: string;
+  /** The claim that won (the job's run); null when the job was never claimed. */
+  readonly claim: ClaimView | null;
+  /** The order key (priority, position, submit seq) at the claim, or now when never claimed. */
+  readonly order_key: OrderKey | null;
+  /** 0-based place in the ready order at the claim (now when never claimed); null when not ready. */
+  readonly place: number | null;
+  readonly ready_count: number;
+  /** Ready jobs ahead of it then; normally only jobs whose own claims were in flight. */
+  readonly ahead: readonly AheadJob[];
+  readonly delays: {
+    readonly created_at: string;
+    readonly run_at: string;
+    /** run_at - created_at, when positive. */
+    readonly requested_delay_ms: number;
+    /** When the job became claimable: the later of created_at and run_at. */
+    readonly ready_at: string;
+    /** From ready_at to the claim; null when never claimed. */
+    readonly waited_ms: number | null;
+  };
+  readonly retries: readonly ChainLink[];
+  readonly notes: readonly string[];
+}
+
+interface Captured {
+  readonly claim: ClaimView;
+  readonly key: OrderKey | null;
+  readonly place: number | null;
+  readonly readyCount: number;
+  readonly ahead: { job_id: string; key: OrderKey }[];
+}
+
+/**
+ * Feed the job's queue messages in stream order with `push`; `done` turns true once the claim is
+ * seen and every job ahead of it has a fate (the caller may stop reading); then `explanation()`.
+ */
+export class Explainer {
+  private readonly replay: QueueReplay;
+  private captured: Captured | null = null;
+  private readonly fates = new Map<string, { fate: string; seq: number; worker: string | null }>();
+  private pendingFates = 0;
+
+  constructor(
+    private readonly job: JobReplay,
+    /** The clock for "now" when the job was never claimed (ms). */
+    private readonly nowMs: number,
+  ) {
+    this.replay = new QueueReplay(job.job.queue, nowMs);
+  }
+
+  get done(): boolean {
+    return this.captured !== null && this.pendingFates === 0;
+  }
+
+  push(message: RecordedMessage): void {
+    const decoded = decodeMessage(message);
+    if (decoded.kind === 'job' && decoded.queue === this.job.job.queue) {
+      const event = decoded.event;
+      if (this.captured === null && decoded.jobId === this.job.job.job_id && event.type === 'job.claimed') {
+        const record = this.replay.store.get(decoded.jobId);
+        if (record && message.seq > this.replay.seq && evolveJob(record.state, event) !== null) this.capture(message, event);
+      } else if (this.captured !== null && this.pendingFates > 0 && !this.fates.has(decoded.jobId)) {
+        this.noteFate(message, decoded.jobId, event);
+      }
+    }
+    this.replay.pushDecoded(message, decoded);
+  }
+
+  private capture(message: RecordedMessage, event: Extract<JobEvent, { type: 'job.claimed' }>): void {
+    const jobId = this.job.job.job_id;
+    this.replay.atMs = Date.parse(event.time);
+    const view = this.replay.view();
+    const place = view.ready.findIndex((r) => r.job_id === jobId);
+    const ahead = (place < 0 ? [] : view.ready.slice(0, place)).map((r) => ({
+      job_id: r.job_id,
+      key: { priority: r.priority, position: r.position, seq: r.seq },
+    }));
+    this.captured = {
+      claim: { seq: message.seq, time: event.time, ...event.data },
+      key: this.replay.orderKey(jobId),
+      place: place < 0 ? null : place,
+      readyCount: view.ready.length,
+      ahead,
+    };
+    this.pendingFates = ahead.length;
+    this.replay.atMs = this.nowMs;
+  }
+
+  private noteFate(message: RecordedMessage, jobId: string, event: JobEvent): void {
+    if (!this.captured!.ahead.some((a) => a.job_id === jobId)) return;
+    const record = this.replay.store.get(jobId);
+    if (!record || evolveJob(record.state, event) === null) return;
+    if (event.type === 'job.moved' || event.type === 'job.artifact_added') return;
+    const fate = event.type.slice('job.'.length);
+    this.fates.set(jobId, { fate, seq: message.seq, worker: event.type === 'job.claimed' ? event.data.worker : null });
+    this.pendingFates -= 1;
+  }
+
+  explanation(): Explanation {
+    const t = this.job.job;
+    const createdMs = Date.parse(t.created_at);
+    const runAtMs = Date.parse(t.run_at);
+    const readyAtMs = Math.max(createdMs, runAtMs);
+    const notes: string[] = [];
+    let claim: ClaimView | null = null;
+    let key: OrderKey | null;
+    let place: number | null;
+    let readyCount: number;
+    let ahead: AheadJob[];
+    if (this.captured) {
+      ({ claim, key, place, readyCount } = this.captured);
+      ahead = this.captured.ahead.map((a) => {
+        const f = this.fates.get(a.job_id);
+        return { job_id: a.job_id, ...a.key, fate: f?.fate ?? 'queued', fate_seq: f?.seq ?? null, fate_worker: f?.worker ?? null };
+      });
+      if (place === null) notes.push('the job was not in the ready order when its claim was decided (a delayed or moved job, or a tampered log)');
+      else if (ahead.length > 0) notes.push(`${ahead.length} ready job(s) stood ahead at the claim; claims of the head are decided concurrently, so these are normally claims in flight`);
+    } else {
+      const view = this.replay.view();
+      const idx = view.ready.findIndex((r) => r.job_id === t.job_id);
+      key = this.replay.orderKey(t.job_id);
+      place = idx < 0 ? null : idx;
+      readyCount = view.ready.length;
+      ahead = (idx < 0 ? [] : view.ready.slice(0, idx)).map((r) => ({
+        job_id: r.job_id,
+        priority: r.priority,
+        position: r.position,
+        seq: r.seq,
+        fate: 'queued',
+        fate_seq: null,
+        fate_worker: null,
+      }));
+      notes.push(`never claimed: the job is ${t.status}${idx >= 0 ? `, place ${idx} of ${view.ready.length} in the ready order now` : ''}`);
+      if (t.status === 'queued' && runAtMs > this.nowMs) notes.push(`delayed until ${t.run_at}`);
+    }
+    if (t.retry_of !== null) notes.push(`attempt ${t.attempt} of ${t.max_attempts}: a retry of ${t.retry_of}`);
+    const claimMs = claim ? Date.parse(claim.time) : NaN;
+    return {
+      job_id: t.job_id,
+      queue: t.queue,
+      status: t.status,
+      claim,
+      order_key: key,
+      place,
+      ready_count: readyCount,
+      ahead,
+      delays: {
+        created_at: t.created_at,
+        run_at: t.run_at,
+        requested_delay_ms: Math.max(0, runAtMs - createdMs),
+        ready_at: new Date(readyAtMs).toISOString(),
+        waited_ms: Number.isFinite(claimMs) ? claimMs - readyAtMs : null,
+      },
+      retries: this.job.chain,
+      notes,
+    };
+  }
+}

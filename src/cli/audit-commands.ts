@@ -1,0 +1,528 @@
+/**
+ * The log commands: `replay --job`, `replay --queue --at [--diff]`, `audit`, `explain`, `export`.
+ * They read DOCKET directly (src/store/read-log.ts) and need no docket node, only NATS. Tables
+ * for people, one JSON document with `--json` (JSON lines for `export`), and a progress bar with
+ * rate and ETA on stderr when stderr is a terminal.
+ *
+ * Exit codes: 0 done; 1 when `audit` finds any violation, and for errors (as every command).
+ */
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Command } from 'commander';
+import {
+  Auditor,
+  diffQueueViews,
+  Explainer,
+  QueueReplay,
+  replayJob,
+  toExportLine,
+  type AuditReport,
+  type JobReplay,
+  type QueueDiff,
+  type QueueView,
+  type RecordedMessage,
+} from '../audit/index.js';
+import { InvalidRequestError, NotFoundError, UnavailableError } from '../errors.js';
+import { retryJobId } from '../ids.js';
+import { connectNats, DEFAULT_NATS_URL } from '../nats/connection.js';
+import { isIdToken, isQueueName, subjects } from '../nats/subjects.js';
+import { endSeqAt, lastSeq, readLogBatches, storedTimeOf, type LogBounds, type ReadLogOptions } from '../store/read-log.js';
+import { withCommonOptions, type CommonFlags } from './common.js';
+import { parseIsoTime, parsePositiveInteger, serverFrom } from './options.js';
+import { recordTable, table, writeErr, writeJson, writeOut } from './render.js';
+import { asDocketError, setExitCode } from './session.js';
+
+// ---------------------------------------------------------------------------------------------
+// Plumbing
+
+async function withNats<T>(flags: CommonFlags, fn: (nc: NatsConnection) => Promise<T>): Promise<T> {
+  const servers = serverFrom(flags.server) ?? DEFAULT_NATS_URL;
+  let nc: NatsConnection;
+  try {
+    nc = await connectNats({ servers, name: 'docket-cli' });
+  } catch (err) {
+    throw new UnavailableError(`cannot connect to NATS at ${servers}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  try {
+    return await fn(nc);
+  } catch (err) {
+    if (err instanceof InvalidRequestError || err instanceof NotFoundError) throw err;
+    throw asDocketError(err, servers);
+  } finally {
+    await nc.close().catch(() => undefined);
+  }
+}
+
+interface ProgressReporter {
+  readonly onBounds: (bounds: LogBounds) => void;
+  update(seq: number): void;
+  stop(): void;
+}
+
+/** A progress bar on stderr with rate and ETA, only when stderr is a terminal; else nothing. */
+async function progressBar(label: string): Promise<ProgressReporter> {
+  if (!process.stderr.isTTY) return { onBounds: () => undefined, update: () => undefined, stop: () => undefined };
+  const { default: cliProgress } = await import('cli-progress');
+  const bar = new cliProgress.SingleBar(
+    {
+      stream: process.stderr,
+      format: `${label} {bar} {percentage}% | {value}/{total} | {rate} events/s | ETA {eta_formatted}`,
+      hideCursor: true,
+      clearOnComplete: true,
+      etaBuffer: 50,
+      fps: 5,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  let from = 1;
+  let started = 0;
+  let running = false;
+  return {
+    onBounds(bounds) {
+      from = bounds.fromSeq;
+      started = performance.now();
+      running = true;
+      bar.start(bounds.toSeq - bounds.fromSeq + 1, 0, { rate: '-' });
+    },
+    update(seq) {
+      if (!running) return;
+      const done = seq - from + 1;
+      const seconds = (performance.now() - started) / 1000;
+      bar.update(done, { rate: seconds > 0 ? Math.round(done / seconds).toLocaleString('en-US') : '-' });
+    },
+    stop() {
+      if (running) bar.stop();
+      running = false;
+    },
+  };
+}
+
+/** Reads with a progress bar; `onBatch` sees every batch of messages in stream order. */
+async function readWithProgress(
+  nc: NatsConnection,
+  label: string,
+  options: ReadLogOptions,
+  onBatch: (batch: readonly RecordedMessage[]) => void | Promise<void>,
+): Promise<void> {
+  const progress = await progressBar(label);
+  try {
+    for await (const batch of readLogBatches(nc, { ...options, onBounds: progress.onBounds })) {
+      await onBatch(batch);
+      progress.update(batch[batch.length - 1]!.seq);
+    }
+  } finally {
+    progress.stop();
+  }
+}
+
+function parseQueue(value: string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (!isQueueName(value)) throw new InvalidRequestError(`--queue must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(value)}`);
+  return value;
+}
+
+function parseSeq(value: string | undefined, name: string): number | undefined {
+  return value === undefined ? undefined : parsePositiveInteger(value, name);
+}
+
+/** `--at` / `--diff`: a stream sequence, or an ISO-8601 time. */
+type Point = { readonly seq: number } | { readonly time: number };
+
+function parsePoint(value: string, name: string): Point {
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return { seq: Number(v) };
+  return { time: Date.parse(parseIsoTime(v, name)) };
+}
+
+/** A point as the last sequence folded and the clock of the view. */
+async function resolvePoint(nc: NatsConnection, point: Point): Promise<{ seq: number; atMs: number }> {
+  if ('time' in point) return { seq: await endSeqAt(nc, point.time), atMs: point.time };
+  const last = await lastSeq(nc);
+  const seq = Math.min(point.seq, last);
+  const stored = seq > 0 ? await storedTimeOf(nc, seq) : null;
+  // A sequence whose message is gone (or beyond the log) is viewed at the time of the last one before it.
+  const atMs = stored ?? (seq > 0 ? ((await storedTimeOf(nc, await endSeqAtOrBefore(nc, seq))) ?? 0) : 0);
+  return { seq, atMs };
+}
+
+async function endSeqAtOrBefore(nc: NatsConnection, seq: number): Promise<number> {
+  for (let s = seq; s > 0 && seq - s < 1000; s--) if ((await storedTimeOf(nc, s)) !== null) return s;
+  return 0;
+}
+
+function loaderFor(nc: NatsConnection) {
+  return async (jobId: string): Promise<RecordedMessage[]> => {
+    if (!isIdToken(jobId)) return [];
+    const messages: RecordedMessage[] = [];
+    for await (const batch of readLogBatches(nc, { filter: `docket.evt.job.*.${jobId}` })) messages.push(...batch);
+    return messages;
+  };
+}
+
+function n(value: number): string {
+  return value.toLocaleString('en-US');
+}
+
+// ---------------------------------------------------------------------------------------------
+// replay
+
+interface ReplayFlags extends CommonFlags {
+  readonly job?: string;
+  readonly queue?: string;
+  readonly at?: string;
+  readonly diff?: string;
+  readonly limit?: string;
+}
+
+function jobReplayJson(replay: JobReplay): Record<string, unknown> {
+  const { state: _state, ...job } = replay.job;
+  return { job, chain: replay.chain, retry_of: replay.retry_of, retried_by: replay.retried_by };
+}
+
+function printJobReplay(replay: JobReplay): void {
+  const j = replay.job;
+  writeOut(
+    recordTable([
+      ['job', j.job_id],
+      ['queue', j.queue],
+      ['status', j.status],
+      ['attempt', `${j.attempt} of ${j.max_attempts}`],
+      ['retry of', replay.retry_of],
+      ['retried by', replay.retried_by],
+      ['priority', j.priority],
+      ['position', j.position ?? `(submit seq ${j.submit_seq})`],
+      ['key', j.key],
+      ['created', j.created_at],
+      ['run at', j.run_at],
+      ['finished', j.finished_at],
+    ]),
+  );
+  writeOut(
+    table(
+      ['seq', 'stored at', 'event time', 'event', 'job', 'run', 'note'],
+      j.events.map((e) => [
+        e.seq,
+        e.stored_at,
+        e.time,
+        e.type,
+        e.before.job === e.after.job ? e.after.job : `${e.before.job} -> ${e.after.job}`,
+        e.before.run === e.after.run ? e.after.run : `${e.before.run} -> ${e.after.run}`,
+        e.problem ?? (e.accepted ? '' : 'REFUSED by the machines (run docket audit)'),
+      ]),
+    ),
+  );
+  if (j.run) {
+    const r = j.run;
+    writeOut(
+      recordTable([
+        ['run', r.run_id],
+        ['status', r.status],
+        ['worker', r.worker],
+        ['host', r.host],
+        ['pid', r.pid],
+        ['version', r.version],
+        ['lease ms', r.lease_ms],
+        ['started', r.started_at],
+        ['finished', r.finished_at],
+        ['duration ms', r.duration_ms],
+        ['failure', r.failure_reason],
+        ['error', r.error?.message],
+        ['exit code', r.exit_code],
+        ['artifacts', r.artifacts],
+      ]),
+    );
+  } else {
+    writeOut('no run: the job was never claimed');
+  }
+  if (replay.chain.length > 1) {
+    writeOut('retry chain:');
+    writeOut(
+      table(
+        ['attempt', 'job', 'status', 'retry of', 'created', 'run at', 'failure', 'error'],
+        replay.chain.map((l) => [l.attempt, l.job_id === j.job_id ? `${l.job_id} *` : l.job_id, l.status, l.retry_of, l.created_at, l.run_at, l.failure_reason, l.error]),
+      ),
+    );
+  }
+}
+
+function printQueueView(view: QueueView, limit: number): void {
+  writeOut(`queue ${view.queue} at seq ${view.seq} (${view.at})`);
+  const shown = view.ready.slice(0, limit);
+  writeOut(`ready: ${view.ready.length}`);
+  if (shown.length > 0) {
+    writeOut(table(['#', 'job', 'priority', 'position', 'seq', 'run at', 'attempt'], shown.map((r, i) => [i, r.job_id, r.priority, r.position, r.seq, r.run_at, r.attempt])));
+    if (view.ready.length > limit) writeOut(`... and ${view.ready.length - limit} more (--limit)`);
+  }
+  writeOut(`delayed: ${view.delayed.length}`);
+  if (view.delayed.length > 0) {
+    writeOut(table(['job', 'run at'], view.delayed.slice(0, limit).map((d) => [d.job_id, d.run_at])));
+    if (view.delayed.length > limit) writeOut(`... and ${view.delayed.length - limit} more (--limit)`);
+  }
+  writeOut(`running: ${view.running.length}`);
+  if (view.running.length > 0) {
+    writeOut(
+      table(
+        ['job', 'run', 'worker', 'host', 'pid', 'version', 'started', 'lease ms', 'attempt'],
+        view.running.slice(0, limit).map((r) => [r.job_id, r.run_id, r.worker, r.host, r.pid, r.version, r.started_at, r.lease_ms, r.attempt]),
+      ),
+    );
+    if (view.running.length > limit) writeOut(`... and ${view.running.length - limit} more (--limit)`);
+  }
+  const p = view.progress;
+  writeOut(table(['waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped', 'ignored', 'total'], [[p.counts.waiting, p.counts.queued, p.counts.running, p.counts.succeeded, p.counts.failed, p.counts.cancelled, p.counts.skipped, p.counts.ignored, p.total]]));
+  if (view.refused > 0 || view.undecodable > 0) writeErr(`warning: ${view.refused} refused and ${view.undecodable} undecodable events were skipped; run docket audit`);
+}
+
+function printDiff(d: QueueDiff, limit: number): void {
+  writeOut(`queue ${d.queue}: seq ${d.from.seq} (${d.from.at}) -> seq ${d.to.seq} (${d.to.at})`);
+  const list = (ids: readonly string[]) => (ids.length === 0 ? '-' : ids.length > limit ? `${ids.slice(0, limit).join(', ')} ... (+${ids.length - limit})` : ids.join(', '));
+  writeOut(
+    recordTable([
+      ['ready, joined', list(d.ready.added)],
+      ['ready, left', list(d.ready.removed)],
+      ['ready, moved', d.ready.moved.length === 0 ? '-' : d.ready.moved.slice(0, limit).map((m) => `${m.job_id} ${m.from}->${m.to}`).join(', ')],
+      ['delayed, joined', list(d.delayed.added)],
+      ['delayed, left', list(d.delayed.removed)],
+      ['runs started', list(d.running.started)],
+      ['runs ended', list(d.running.ended)],
+      ['counts', Object.keys(d.progress).length === 0 ? '-' : Object.entries(d.progress).map(([k, v]) => `${k} ${v > 0 ? '+' : ''}${v}`).join(', ')],
+    ]),
+  );
+}
+
+async function replayAction(flags: ReplayFlags): Promise<void> {
+  const limit = flags.limit === undefined ? 50 : parsePositiveInteger(flags.limit, '--limit');
+  if (flags.job !== undefined) {
+    if (flags.queue !== undefined || flags.at !== undefined) throw new InvalidRequestError('give --job, or --queue with --at, not both');
+    const jobId = flags.job;
+    if (!isIdToken(jobId)) throw new InvalidRequestError(`--job must be a job id ([A-Za-z0-9_-]{1,128}), got ${JSON.stringify(jobId)}`);
+    const replay = await withNats(flags, (nc) => replayJob(jobId, loaderFor(nc), retryJobId));
+    if (replay === null) throw new NotFoundError(`no events for job ${jobId}`);
+    if (flags.json) writeJson({ ok: true, ...jobReplayJson(replay) });
+    else printJobReplay(replay);
+    return;
+  }
+  const queue = parseQueue(flags.queue);
+  if (queue === undefined || flags.at === undefined) throw new InvalidRequestError('replay needs --job <id>, or --queue <q> with --at <seq|ISO time>');
+  const at = parsePoint(flags.at, '--at');
+  const other = flags.diff === undefined ? undefined : parsePoint(flags.diff, '--diff');
+  const { views, diff } = await withNats(flags, async (nc) => {
+    const a = await resolvePoint(nc, at);
+    const b = other === undefined ? undefined : await resolvePoint(nc, other);
+    const points = b === undefined ? [a] : [a, b].sort((x, y) => x.seq - y.seq);
+    const replay = new QueueReplay(queue, points[0]!.atMs);
+    const captured = new Map<(typeof points)[number], QueueView>();
+    const capture = (upTo: number): void => {
+      for (const p of points) {
+        if (captured.has(p) || p.seq > upTo) continue;
+        replay.atMs = p.atMs;
+        captured.set(p, { ...replay.view(), seq: p.seq });
+      }
+    };
+    const end = points[points.length - 1]!.seq;
+    if (end > 0) {
+      await readWithProgress(nc, 'replay', { filter: subjects.jobs(queue), toSeq: end }, (batch) => {
+        for (const m of batch) {
+          capture(m.seq - 1);
+          replay.push(m);
+        }
+      });
+    }
+    capture(Number.MAX_SAFE_INTEGER);
+    const viewA = captured.get(a)!;
+    if (b === undefined) return { views: [viewA], diff: undefined };
+    const viewB = captured.get(b)!;
+    return { views: [viewA, viewB], diff: diffQueueViews(viewA, viewB) };
+  });
+  if (flags.json) {
+    writeJson(diff === undefined ? { ok: true, view: views[0] } : { ok: true, view: views[0], other: views[1], diff });
+    return;
+  }
+  printQueueView(views[0]!, limit);
+  if (diff !== undefined) {
+    writeOut('');
+    printDiff(diff, limit);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// audit
+
+interface AuditFlags extends CommonFlags {
+  readonly queue?: string;
+  readonly from?: string;
+  readonly to?: string;
+  readonly max?: string;
+}
+
+async function auditAction(flags: AuditFlags): Promise<void> {
+  const queue = parseQueue(flags.queue);
+  const fromSeq = parseSeq(flags.from, '--from');
+  const toSeq = parseSeq(flags.to, '--to');
+  const maxViolations = flags.max === undefined ? 1000 : parsePositiveInteger(flags.max, '--max');
+  const started = performance.now();
+  const report: AuditReport = await withNats(flags, async (nc) => {
+    const auditor = new Auditor({ ...(fromSeq === undefined ? {} : { fromSeq }), ...(toSeq === undefined ? {} : { toSeq }), maxViolations });
+    // The fold always starts at the beginning: a job's state at --from depends on its earlier events.
+    await readWithProgress(nc, 'audit', { ...(queue === undefined ? {} : { filter: subjects.jobs(queue) }), ...(toSeq === undefined ? {} : { toSeq }) }, (batch) => {
+      for (const m of batch) auditor.push(m);
+    });
+    return auditor.report();
+  });
+  const ms = performance.now() - started;
+  const rate = ms > 0 ? Math.round((report.messages * 1000) / ms) : 0;
+  setExitCode(report.ok ? 0 : 1);
+  if (flags.json) {
+    writeJson({ ...report, queue: queue ?? null, from: fromSeq ?? null, to: toSeq ?? null, ms: Math.round(ms), events_per_second: rate });
+    return;
+  }
+  const range = report.firstSeq === null ? 'an empty log' : `seq ${report.firstSeq}..${report.lastSeq}`;
+  writeOut(
+    `audited ${n(report.messages)} events (${range}${queue ? `, queue ${queue}` : ''}) of ${n(report.jobs)} jobs in ${(ms / 1000).toFixed(1)} s (${n(rate)} events/s): ` +
+      (report.ok ? 'no violations' : `${n(report.violationCount)} violation${report.violationCount === 1 ? '' : 's'}`),
+  );
+  if (report.otherEvents > 0) writeOut(`${n(report.otherEvents)} events of schedules, reservations and groups: sequence checked only`);
+  if (report.ok) return;
+  writeOut(table(['rule', 'count'], Object.entries(report.byRule).filter(([, c]) => c > 0)));
+  writeOut(table(['seq', 'rule', 'aggregate', 'events', 'message'], report.violations.map((v) => [v.seq, v.rule, v.aggregate, v.events.join(' '), v.message])));
+  if (report.truncated) writeOut(`... ${n(report.violationCount - report.violations.length)} more not listed (--max)`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// explain
+
+async function explainAction(jobId: string, flags: CommonFlags): Promise<void> {
+  if (!isIdToken(jobId)) throw new InvalidRequestError(`job id must be [A-Za-z0-9_-]{1,128}, got ${JSON.stringify(jobId)}`);
+  const explanation = await withNats(flags, async (nc) => {
+    const job = await replayJob(jobId, loaderFor(nc), retryJobId);
+    if (job === null) throw new NotFoundError(`no events for job ${jobId}`);
+    const explainer = new Explainer(job, Date.now());
+    const stop = new AbortController();
+    await readWithProgress(nc, 'explain', { filter: subjects.jobs(job.job.queue), signal: stop.signal }, (batch) => {
+      for (const m of batch) {
+        explainer.push(m);
+        if (explainer.done) {
+          stop.abort();
+          break;
+        }
+      }
+    });
+    return explainer.explanation();
+  });
+  if (flags.json) {
+    writeJson({ ok: true, ...explanation });
+    return;
+  }
+  const e = explanation;
+  writeOut(
+    recordTable([
+      ['job', e.job_id],
+      ['queue', e.queue],
+      ['status', e.status],
+      ['order key', e.order_key ? `priority ${e.order_key.priority}, position ${e.order_key.position}, seq ${e.order_key.seq}` : null],
+      [e.claim ? 'place at claim' : 'place now', e.place === null ? 'not in the ready order' : `${e.place} of ${e.ready_count} ready`],
+      ['created', e.delays.created_at],
+      ['run at', e.delays.run_at],
+      ['requested delay ms', e.delays.requested_delay_ms],
+      ['ready at', e.delays.ready_at],
+      ['waited ms', e.delays.waited_ms],
+      ['claim', e.claim ? `seq ${e.claim.seq} at ${e.claim.time}: run ${e.claim.run_id} by ${e.claim.worker} on ${e.claim.host} (pid ${e.claim.pid}, v${e.claim.version}, lease ${e.claim.lease_ms} ms)` : 'never claimed'],
+    ]),
+  );
+  if (e.ahead.length > 0) {
+    writeOut('stood ahead:');
+    writeOut(table(['job', 'priority', 'position', 'seq', 'then', 'at seq', 'worker'], e.ahead.map((a) => [a.job_id, a.priority, a.position, a.seq, a.fate, a.fate_seq, a.fate_worker])));
+  }
+  if (e.retries.length > 1) {
+    writeOut('retries:');
+    writeOut(table(['attempt', 'job', 'status', 'run at', 'failure', 'error'], e.retries.map((l) => [l.attempt, l.job_id, l.status, l.run_at, l.failure_reason, l.error])));
+  }
+  for (const note of e.notes) writeOut(`note: ${note}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// export
+
+interface ExportFlags extends CommonFlags {
+  readonly queue?: string;
+  readonly from?: string;
+  readonly to?: string;
+  readonly format?: string;
+}
+
+async function exportAction(flags: ExportFlags): Promise<void> {
+  const format = flags.format ?? 'jsonl';
+  if (format !== 'jsonl') throw new InvalidRequestError(`--format must be jsonl, got ${JSON.stringify(format)}`);
+  const queue = parseQueue(flags.queue);
+  const fromSeq = parseSeq(flags.from, '--from');
+  const toSeq = parseSeq(flags.to, '--to');
+  const stop = new AbortController();
+  // `docket export | head` closes stdout early: that is the end, not an error.
+  const onError = (err: NodeJS.ErrnoException): void => {
+    if (err.code === 'EPIPE') stop.abort();
+  };
+  process.stdout.on('error', onError);
+  try {
+    await withNats(flags, (nc) =>
+      readWithProgress(
+        nc,
+        'export',
+        {
+          ...(queue === undefined ? {} : { filter: subjects.jobs(queue) }),
+          ...(fromSeq === undefined ? {} : { fromSeq }),
+          ...(toSeq === undefined ? {} : { toSeq }),
+          signal: stop.signal,
+        },
+        async (batch) => {
+          if (stop.signal.aborted) return;
+          let chunk = '';
+          for (const m of batch) chunk += `${toExportLine(m)}\n`;
+          if (!process.stdout.write(chunk)) await new Promise<void>((resolve) => process.stdout.once('drain', resolve));
+        },
+      ),
+    );
+  } finally {
+    process.stdout.off('error', onError);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+export function registerAuditCommands(program: Command): void {
+  withCommonOptions(
+    program
+      .command('replay')
+      .description("a job's timeline with its run and retry chain (--job), or a queue as it stood at a point of the log (--queue --at)")
+      .option('--job <job_id>', 'replay one job: every event with the state before and after, its run, its retry chain')
+      .option('--queue <queue>', 'replay a queue: ready order, delayed jobs, running runs, counts')
+      .option('--at <point>', 'a stream sequence, or an ISO-8601 time (the last event stored by then)')
+      .option('--diff <point>', 'a second point: show what changed between the two')
+      .option('--limit <n>', 'rows per table for people (JSON has all)', '50'),
+  ).action((flags: ReplayFlags) => replayAction(flags));
+
+  withCommonOptions(
+    program
+      .command('audit')
+      .description('fold the log through the machines and check every rule; exits 1 when there is any violation')
+      .option('--queue <queue>', 'only this queue')
+      .option('--from <seq>', 'report violations from this sequence (the fold still starts at the beginning)')
+      .option('--to <seq>', 'stop at this sequence')
+      .option('--max <n>', 'list at most this many violations (the counts stay exact)', '1000'),
+  ).action((flags: AuditFlags) => auditAction(flags));
+
+  withCommonOptions(
+    program
+      .command('explain')
+      .description('why a job ran when it did: its order key at claim time, what stood ahead, delays, retries, the claim that won')
+      .argument('<job_id>', 'the job'),
+  ).action((jobId: string, flags: CommonFlags) => explainAction(jobId, flags));
+
+  withCommonOptions(
+    program
+      .command('export')
+      .description('the log as JSON lines (one event per line, stable field order) for external tools')
+      .option('--queue <queue>', 'only this queue')
+      .option('--from <seq>', 'first sequence')
+      .option('--to <seq>', 'last sequence')
+      .option('--format <format>', 'jsonl', 'jsonl'),
+  ).action((flags: ExportFlags) => exportAction(flags));
+}
