@@ -38,7 +38,7 @@ export interface RedisServer {
   readonly pid: number;
   readonly dir: string;
   readonly mode: 'aof' | 'memory';
-  stop(): Promise<void>;
+  stop(options?: { keepDir?: boolean }): Promise<void>;
 }
 
 export function redisServerBinary(): string | null {
@@ -63,11 +63,12 @@ export function redisVersion(): string {
  * `aof`: appendonly everysec (BullMQ's durability parity with docket's acknowledged appends,
  * which survive a process crash but not a power cut); `memory`: no persistence at all.
  */
-export async function startRedis(mode: 'aof' | 'memory'): Promise<RedisServer> {
+export async function startRedis(mode: 'aof' | 'memory', reuse?: { dir: string; port: number }): Promise<RedisServer & { startMs: number }> {
   const bin = redisServerBinary();
   if (!bin) throw new Error('redis-server is not installed (apt-get install -y redis-server)');
-  const dir = mkdtempSync(join(tmpdir(), `docket-bench-redis-${mode}-`));
-  const port = await freePort();
+  const dir = reuse?.dir ?? mkdtempSync(join(tmpdir(), `docket-bench-redis-${mode}-`));
+  const port = reuse?.port ?? (await freePort());
+  const t0 = performance.now();
   const persistence = mode === 'aof'
     ? ['--appendonly', 'yes', '--appendfsync', 'everysec', '--save', '']
     : ['--appendonly', 'no', '--save', ''];
@@ -92,20 +93,22 @@ export async function startRedis(mode: 'aof' | 'memory'): Promise<RedisServer> {
     });
     child.stderr!.resume();
   });
+  const startMs = performance.now() - t0;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   return {
     port,
     pid: child.pid!,
     dir,
     mode,
-    async stop() {
+    startMs,
+    async stop(options: { keepDir?: boolean } = {}) {
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGTERM');
         const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
         await exited;
         clearTimeout(timer);
       }
-      rmSync(dir, { recursive: true, force: true });
+      if (!options.keepDir) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

@@ -1,0 +1,227 @@
+/**
+ * `npm run bench [-- --quick] [-- --only <group|scenario prefix>,...] [-- --node cli|child|inproc]`
+ *
+ * docket beside BullMQ and raw JetStream on the same machine in one run (issue 5). Starts its own
+ * nats-server per scenario (ephemeral port, temp dir) and its own redis-servers (AOF everysec and
+ * in memory, free ports, temp dirs); never touches 4222 or 6379. Each figure is the median of 3
+ * runs with min-max; the table goes to stdout and to bench/results/latest.{json,md}. Progress
+ * goes to stderr.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, freemem, loadavg, totalmem, release } from 'node:os';
+import { join } from 'node:path';
+import { natsServerBinary } from '../test/support/nats-server.js';
+import { benchConfig } from './lib/config.js';
+import { defaultNodeMode, REPO, type NodeMode } from './lib/docket.js';
+import type { BenchEnv } from './lib/env.js';
+import { runGroup, type Group, type GroupResult } from './lib/harness.js';
+import { redisServerBinary, redisVersion, startRedis, type RedisServer } from './lib/procs.js';
+import { buildScenario, cpuTable, markdownTable, type ScenarioResult } from './lib/report.js';
+import { auditGroup } from './scenarios/audit.js';
+import { foldGroup } from './scenarios/fold.js';
+import { largeGroup } from './scenarios/large.js';
+import { substrateGroup } from './scenarios/substrate.js';
+import { bulkSubmitGroup, endToEndGroup, latencyGroup } from './scenarios/workloads.js';
+
+const log = (line: string): void => void process.stderr.write(`${line}\n`);
+
+function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; node: NodeMode | null; out: string } {
+  let quick = false;
+  let only: string[] | null = null;
+  let node: NodeMode | null = null;
+  let out = join(REPO, 'bench/results');
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--quick') quick = true;
+    else if (arg === '--only') only = (argv[++i] ?? '').split(',').filter(Boolean);
+    else if (arg.startsWith('--only=')) only = arg.slice(7).split(',').filter(Boolean);
+    else if (arg === '--node') node = argv[++i] as NodeMode;
+    else if (arg === '--out') out = argv[++i]!;
+    else if (arg === '--help' || arg === '-h') {
+      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, large_queue, audit) [--node cli|child|inproc] [--out dir]');
+      process.exit(0);
+    } else {
+      log(`unknown argument ${arg}`);
+      process.exit(2);
+    }
+  }
+  if (node !== null && !['cli', 'child', 'inproc'].includes(node)) {
+    log(`--node must be cli, child or inproc`);
+    process.exit(2);
+  }
+  return { quick, only, node, out };
+}
+
+function version(cmd: string, args: string[], pattern: RegExp): string {
+  try {
+    return pattern.exec(execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }))?.[1] ?? 'unknown';
+  } catch {
+    return 'not found';
+  }
+}
+
+function packageVersion(name: string): string {
+  try {
+    return (JSON.parse(readFileSync(join(REPO, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'not installed';
+  }
+}
+
+function machineInfo(nodeMode: NodeMode, quick: boolean): Record<string, unknown> {
+  const cpu = cpus();
+  let commit = 'unknown';
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO, encoding: 'utf8' }).trim();
+  } catch {
+    /* not a checkout */
+  }
+  return {
+    date: new Date().toISOString(),
+    cpu_model: cpu[0]?.model ?? 'unknown',
+    cores: cpu.length,
+    load_average_start: loadavg().map((x) => Math.round(x * 100) / 100),
+    memory_gib: Math.round((totalmem() / 2 ** 30) * 10) / 10,
+    free_memory_gib_start: Math.round((freemem() / 2 ** 30) * 10) / 10,
+    kernel: release(),
+    node: process.version,
+    nats_server: version(natsServerBinary(), ['--version'], /v?(\d+\.\d+\.\d+)/),
+    redis_server: redisVersion(),
+    bullmq: packageVersion('bullmq'),
+    ioredis: packageVersion('ioredis'),
+    nats_js: packageVersion('@nats-io/jetstream'),
+    xstate: packageVersion('xstate'),
+    docket_commit: commit,
+    docket_node: nodeMode,
+    quick,
+  };
+}
+
+/** redis-server where it is missing: installed with apt-get when this runs as root. */
+function ensureRedisBinary(): string | null {
+  if (redisServerBinary()) return null;
+  if (process.getuid?.() === 0) {
+    log('redis-server missing: apt-get install -y redis-server');
+    const r = spawnSync('apt-get', ['install', '-y', 'redis-server'], { stdio: ['ignore', 'ignore', 'inherit'] });
+    if (r.status === 0 && redisServerBinary()) return null;
+  }
+  return 'redis-server is not installed (apt-get install -y redis-server)';
+}
+
+function selected(group: Group, only: string[] | null): boolean {
+  if (!only) return true;
+  return only.some((token) => group.name.startsWith(token));
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const config = benchConfig(args.quick);
+  const nodeMode = args.node ?? defaultNodeMode();
+  const machine = machineInfo(nodeMode, args.quick);
+  log(`docket bench${args.quick ? ' --quick' : ''}: ${machine['cores']} × ${machine['cpu_model']}, load ${(machine['load_average_start'] as number[]).join(' ')}, node ${process.version}, nats-server ${machine['nats_server']}, redis ${machine['redis_server']}, docket node: ${nodeMode}`);
+
+  const started = performance.now();
+  let aof: RedisServer | null = null;
+  let memory: RedisServer | null = null;
+  let redisReason = ensureRedisBinary();
+  const stopAll = async (): Promise<void> => {
+    await aof?.stop().catch(() => undefined);
+    await memory?.stop().catch(() => undefined);
+    aof = memory = null;
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => void stopAll().finally(() => process.exit(130)));
+  }
+
+  const env: BenchEnv = {
+    config,
+    nodeMode,
+    get redis() {
+      return { aof, memory, reason: redisReason };
+    },
+  };
+  const groups: Group[] = [
+    substrateGroup(config),
+    foldGroup(config),
+    bulkSubmitGroup(env),
+    endToEndGroup(env, 100),
+    endToEndGroup(env, 10),
+    endToEndGroup(env, 1),
+    latencyGroup(env),
+    largeGroup(env),
+    auditGroup(),
+  ].filter((g) => selected(g, args.only));
+  if (groups.length === 0) {
+    log(`--only ${args.only?.join(',')} selects nothing`);
+    process.exit(2);
+  }
+
+  const needsRedis = groups.some((g) => Object.keys(g.systems).some((s) => s.startsWith('bullmq_')));
+  if (needsRedis && redisReason === null) {
+    try {
+      [aof, memory] = await Promise.all([startRedis('aof'), startRedis('memory')]);
+    } catch (err: unknown) {
+      redisReason = err instanceof Error ? err.message : String(err);
+      log(`redis: ${redisReason}`);
+    }
+  }
+
+  const results: GroupResult[] = [];
+  try {
+    for (const group of groups) {
+      log(`${group.name} …`);
+      const result = await runGroup(group, log);
+      log(`${group.name}: ${result.seconds} s`);
+      results.push(result);
+    }
+  } finally {
+    await stopAll();
+  }
+
+  const scenarios: Record<string, ScenarioResult> = {};
+  groups.forEach((group, i) => {
+    for (const row of group.rows) scenarios[row.scenario] = buildScenario(results[i]!, row);
+  });
+  machine['load_average_end'] = loadavg().map((x) => Math.round(x * 100) / 100);
+  machine['seconds'] = Math.round((performance.now() - started) / 1000);
+
+  const table = markdownTable(scenarios);
+  const notes = Object.entries(scenarios)
+    .filter(([, s]) => s.note)
+    .map(([name, s]) => `- \`${name}\`: ${s.note}`);
+  const md = [
+    `# docket bench${args.quick ? ' (--quick: 10x fewer jobs)' : ''}`,
+    '',
+    `${machine['date']} · ${machine['cores']} × ${machine['cpu_model']} · load ${(machine['load_average_start'] as number[]).join(' ')} → ${(machine['load_average_end'] as number[]).join(' ')} · ${machine['memory_gib']} GiB · Node ${machine['node']} · nats-server ${machine['nats_server']} · redis-server ${machine['redis_server']} · BullMQ ${machine['bullmq']} · docket ${machine['docket_commit']} (node: ${nodeMode}) · ${machine['seconds']} s`,
+    '',
+    'Each figure: median of 3 runs (min–max). Ratio = docket ÷ peer (for ms, lower is better).',
+    '',
+    table,
+    '',
+    '## Where the CPU went (median run, % of one core; 2 cores = 200%)',
+    '',
+    cpuTable(results),
+    '',
+    ...(notes.length ? ['## Notes', '', ...notes, ''] : []),
+  ].join('\n');
+
+  mkdirSync(args.out, { recursive: true });
+  const json = {
+    machine,
+    config,
+    scenarios,
+    groups: Object.fromEntries(results.map((r) => [r.name, { seconds: r.seconds, systems: r.systems }])),
+  };
+  writeFileSync(join(args.out, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
+  writeFileSync(join(args.out, 'latest.md'), md);
+  process.stdout.write(`${md}\n`);
+  log(`wrote ${join(args.out, 'latest.json')} and latest.md in ${machine['seconds']} s`);
+  // ioredis and nats sockets are closed; exit in case a peer library left a timer behind.
+  process.exit(0);
+}
+
+main().catch((err: unknown) => {
+  log(err instanceof Error ? (err.stack ?? err.message) : String(err));
+  process.exit(1);
+});

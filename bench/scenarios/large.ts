@@ -1,0 +1,301 @@
+/**
+ * Issue 5, items 5-7, on one large queue per system (1,000,000 jobs in the full run):
+ *   claim throughput with a small queue (1,000) and then with the large one;
+ *   resident bytes per queued job (the node's RSS for docket, redis-server's for BullMQ);
+ *   restart: process start to `serving` with the whole history in the log (docket), against
+ *   redis-server loading its AOF (BullMQ), and docket's start with an empty log as the baseline.
+ * Filling 1M jobs is the expensive part, so this group runs once and samples 3 times inside.
+ */
+import { Queue } from 'bullmq';
+import { startNatsServer, type TestNatsServer } from '../../test/support/nats-server.js';
+import * as bull from '../lib/bullmq.js';
+import { median, measured, sleep, type Group, type Measurement } from '../lib/harness.js';
+import { connectClient, startDocketNode, tempDir, workerClass, type ClientApi, type DocketNodeHandle, type WorkerApi, type WorkerOptions } from '../lib/docket.js';
+import { rssBytesOf, startRedis } from '../lib/procs.js';
+import type { BenchEnv } from '../lib/env.js';
+
+const SAMPLES = 3;
+const CLAIM_CONCURRENCY = 100;
+const CLAIM_TIMEOUT_MS = 180_000;
+/**
+ * The claim long poll of the bench's measuring workers. Claims answer at once while jobs are
+ * queued, so this changes no rate; it only stops close() waiting 2 s on an empty queue.
+ */
+const SHORT_CLAIM_WAIT_MS = 250;
+
+/** Waits until `pid`'s RSS changes by less than 1% over three readings 500 ms apart (at most 15 s). */
+async function settledRss(pid: number): Promise<number> {
+  const readings: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    readings.push(rssBytesOf(pid) ?? NaN);
+    const last = readings.slice(-3);
+    if (last.length === 3 && (Math.max(...last) - Math.min(...last)) / Math.max(...last) < 0.01) break;
+    await sleep(500);
+  }
+  return readings.at(-1)!;
+}
+
+async function submitChunks(client: ClientApi, queue: string, n: number, chunk: number): Promise<void> {
+  for (let offset = 0; offset < n; offset += chunk) {
+    const size = Math.min(chunk, n - offset);
+    const { jobs } = await client.submitBatch(Array.from({ length: size }, (_, i) => ({ queue, params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } })));
+    const refused = jobs.filter((j) => !j.ok).length;
+    if (refused > 0) throw new Error(`${refused} submits refused: ${JSON.stringify(jobs.find((j) => !j.ok)?.error)}`);
+  }
+}
+
+/** A docket worker (concurrency 100) on a queue already holding jobs: rate from its 1st to its `k`-th job. */
+async function docketClaimRate(Worker: new (o: WorkerOptions) => WorkerApi, url: string, queue: string, k: number): Promise<number> {
+  let handled = 0;
+  let first = 0;
+  let done!: (ms: number) => void;
+  const finished = new Promise<number>((resolve) => (done = resolve));
+  const worker = new Worker({
+    servers: url,
+    queue,
+    concurrency: CLAIM_CONCURRENCY,
+    claimWaitMs: SHORT_CLAIM_WAIT_MS,
+    handler: async () => {
+      if (handled === 0) first = performance.now();
+      if (++handled === k) done(performance.now() - first);
+      return null;
+    },
+  });
+  await worker.start();
+  try {
+    const ms = await Promise.race([finished, sleep(CLAIM_TIMEOUT_MS).then(() => Promise.reject(new Error(`worker handled ${handled} of ${k} in ${CLAIM_TIMEOUT_MS / 1000} s`)))]);
+    return ((k - 1) / ms) * 1000;
+  } finally {
+    await worker.close();
+  }
+}
+
+export function largeGroup(env: BenchEnv): Group {
+  const { largeQueue: large, smallQueue: small, claimJobs: k } = env.config;
+  const fillChunk = 10_000;
+  return {
+    name: 'large_queue',
+    reps: 1,
+    systems: {
+      async docket(): Promise<Measurement> {
+        const Worker = await workerClass();
+        const nats: TestNatsServer = await startNatsServer();
+        const data = tempDir('docket-bench-large-');
+        let node: DocketNodeHandle | undefined;
+        let client: ClientApi | undefined;
+        const samples: Record<string, number[]> = { start_empty_ms: [], claim_small: [], claim_large: [], restart_ms: [], first_claim_ms: [] };
+        const values: Record<string, number> = {};
+        const extra: Record<string, unknown> = { large_queue: large, small_queue: small, claimed_per_sample: k, claim_concurrency: CLAIM_CONCURRENCY };
+        let fillCpu: Measurement['cpu'];
+        // A failing stage (a node that runs out of memory at 1M jobs, say) is recorded and ends
+        // the run; the figures of the stages before it are kept.
+        const stage = async (name: string, fn: () => Promise<void>): Promise<boolean> => {
+          if (extra['failed_stage'] !== undefined) return false;
+          try {
+            await fn();
+            return true;
+          } catch (err: unknown) {
+            extra['failed_stage'] = name;
+            extra['error'] = err instanceof Error ? err.message.slice(0, 2000) : String(err);
+            process.stderr.write(`  large_queue docket: ${name} failed: ${String(extra['error']).split('\n')[0]}\n`);
+            return false;
+          }
+        };
+        try {
+          await stage('start with an empty log', async () => {
+            for (let i = 0; i < SAMPLES; i++) {
+              await node?.close();
+              node = await startDocketNode(nats.url, data.path, env.nodeMode);
+              samples['start_empty_ms']!.push(node.startMs);
+            }
+            extra['node'] = node!.mode;
+            client = await connectClient(nats.url);
+          });
+          await stage('claims from a small queue', async () => {
+            for (let i = 0; i < SAMPLES; i++) {
+              await submitChunks(client!, `small_${i}`, small, fillChunk);
+              samples['claim_small']!.push(await docketClaimRate(Worker, nats.url, `small_${i}`, k));
+            }
+          });
+          await stage(`filling ${large} jobs`, async () => {
+            const rssBefore = await settledRss(node!.pid);
+            const roles = { bench: process.pid, node: node!.pid, nats: nats.process.pid! };
+            const fill = await measured(roles, () => submitChunks(client!, 'large', large, fillChunk));
+            fillCpu = fill.cpu;
+            values['fill_rate'] = large / fill.seconds;
+            extra['fill'] = { jobs: large, chunk: fillChunk, seconds: fill.seconds, cpu: fill.cpu };
+            const rssAfter = await settledRss(node!.pid);
+            extra['rss_bytes'] = { before_fill: rssBefore, after_fill: rssAfter };
+            values['rss_per_job'] = (rssAfter - rssBefore) / large;
+          });
+          await stage('claims from the large queue', async () => {
+            for (let i = 0; i < SAMPLES; i++) samples['claim_large']!.push(await docketClaimRate(Worker, nats.url, 'large', k));
+            await client!.close();
+            client = undefined;
+            const info = await fetch(`http://127.0.0.1:${nats.monitorPort}/jsz`).then((r) => r.json() as Promise<{ messages?: number }>).catch(() => ({ messages: undefined }));
+            extra['events_in_log'] = info.messages;
+          });
+          await stage('restarts with the history', async () => {
+            for (let i = 0; i < SAMPLES; i++) {
+              await node!.close();
+              const t0 = performance.now();
+              node = await startDocketNode(nats.url, data.path, env.nodeMode);
+              samples['restart_ms']!.push(node.startMs);
+              extra[`restart_${i + 1}_log`] = node.startLog.filter((l) => /folded|checkpoint|serving/.test(l)).slice(0, 4);
+              // A worker started at "serving" shows when claims are really served, not just logged.
+              let firstClaim = NaN;
+              let got!: () => void;
+              const claimed = new Promise<void>((resolve) => (got = resolve));
+              const worker = new Worker({
+                servers: nats.url,
+                queue: 'large',
+                concurrency: 1,
+                claimWaitMs: SHORT_CLAIM_WAIT_MS,
+                handler: async () => {
+                  if (Number.isNaN(firstClaim)) {
+                    firstClaim = performance.now() - t0;
+                    got();
+                  }
+                  return null;
+                },
+              });
+              await worker.start();
+              await Promise.race([claimed, sleep(30_000)]);
+              await worker.close();
+              if (Number.isNaN(firstClaim)) extra[`restart_${i + 1}_first_claim`] = 'no job claimed within 30 s of serving';
+              else samples['first_claim_ms']!.push(firstClaim);
+            }
+          });
+          for (const [name, xs] of Object.entries(samples)) if (xs.length > 0) values[name] = median(xs);
+          return { values, samples, ...(fillCpu ? { cpu: fillCpu } : {}), extra };
+        } finally {
+          await client?.close().catch(() => undefined);
+          await node?.close().catch(() => undefined);
+          await nats.stop();
+          data.remove();
+        }
+      },
+      async bullmq(): Promise<Measurement> {
+        let redis = await startRedis('aof');
+        const samples: Record<string, number[]> = { claim_small: [], claim_large: [], restart_ms: [] };
+        const extra: Record<string, unknown> = { large_queue: large, small_queue: small, claimed_per_sample: k, claim_concurrency: CLAIM_CONCURRENCY, redis: 'appendonly everysec' };
+        try {
+          const conn = bull.connection(redis);
+          for (let i = 0; i < SAMPLES; i++) {
+            const q = new Queue(`small_${i}`, { connection: conn });
+            await bull.addBulk(q, small, fillChunk);
+            await q.close();
+            samples['claim_small']!.push(await bull.claimRate(redis, `small_${i}`, k));
+          }
+          const before = await bull.redisUsedMemory(redis);
+          const queue = new Queue('large', { connection: conn });
+          const fill = await measured({ bench: process.pid, redis: redis.pid }, () => bull.addBulk(queue, large, fillChunk));
+          await queue.close();
+          await sleep(1000);
+          const after = await bull.redisUsedMemory(redis);
+          extra['fill'] = { jobs: large, chunk: fillChunk, seconds: fill.seconds, cpu: fill.cpu };
+          extra['memory_bytes'] = { before_fill: before, after_fill: after, used_memory_per_job: (after.used - before.used) / large };
+          for (let i = 0; i < SAMPLES; i++) samples['claim_large']!.push(await bull.claimRate(redis, 'large', k));
+          for (let i = 0; i < SAMPLES; i++) {
+            const { dir, port } = redis;
+            await redis.stop({ keepDir: true });
+            redis = await startRedis('aof', { dir, port });
+            samples['restart_ms']!.push(redis.startMs);
+          }
+          return {
+            values: {
+              fill_rate: large / fill.seconds,
+              rss_per_job: (after.rss - before.rss) / large,
+              claim_small: median(samples['claim_small']!),
+              claim_large: median(samples['claim_large']!),
+              restart_ms: median(samples['restart_ms']!),
+            },
+            samples,
+            cpu: fill.cpu,
+            extra,
+          };
+        } finally {
+          await redis.stop();
+        }
+      },
+    },
+    rows: [
+      {
+        scenario: 'memory.per_queued_job',
+        title: `resident bytes per queued job, ${large.toLocaleString('en-US')} queued`,
+        unit: 'bytes',
+        better: 'lower',
+        docket: 'docket.rss_per_job',
+        peer: 'bullmq.rss_per_job',
+        peerLabel: 'BullMQ: redis-server RSS',
+        target: { on: 'value', op: '<=', limit: 1024, text: '≤ 1 KiB' },
+        note: "docket: the node process's RSS growth while the queue filled; BullMQ: redis-server's",
+      },
+      {
+        scenario: 'claim.small_queue',
+        title: `claim throughput, ${small.toLocaleString('en-US')} queued (worker concurrency ${CLAIM_CONCURRENCY})`,
+        unit: 'jobs/s',
+        better: 'higher',
+        docket: 'docket.claim_small',
+        peer: 'bullmq.claim_small',
+        peerLabel: 'BullMQ, Redis AOF everysec',
+      },
+      {
+        scenario: 'claim.large_queue',
+        title: `claim throughput, ${large.toLocaleString('en-US')} queued (worker concurrency ${CLAIM_CONCURRENCY})`,
+        unit: 'jobs/s',
+        better: 'higher',
+        docket: 'docket.claim_large',
+        peer: 'bullmq.claim_large',
+        peerLabel: 'BullMQ, Redis AOF everysec',
+      },
+      {
+        scenario: 'claim.large_vs_small',
+        title: `claim throughput at ${large.toLocaleString('en-US')} queued vs ${small.toLocaleString('en-US')} queued`,
+        unit: 'jobs/s',
+        better: 'higher',
+        docket: 'docket.claim_large',
+        peer: 'docket.claim_small',
+        peerLabel: `docket at ${small.toLocaleString('en-US')} queued`,
+        target: { on: 'ratio', op: '>=', limit: 0.8, text: '≥ 0.8× the small queue' },
+      },
+      {
+        scenario: 'restart.serving',
+        title: `restart to "serving", ${large.toLocaleString('en-US')}+ events of history`,
+        unit: 'ms',
+        better: 'lower',
+        docket: 'docket.restart_ms',
+        peer: 'bullmq.restart_ms',
+        peerLabel: 'redis-server loading its AOF',
+        target: { on: 'value', op: '<=', limit: 2000, text: '≤ 2 s' },
+        note: 'from spawn (node + tsx start-up included) to the node logging serving',
+      },
+      {
+        scenario: 'restart.first_claim',
+        title: 'restart to the first job handled by a worker started at "serving"',
+        unit: 'ms',
+        better: 'lower',
+        docket: 'docket.first_claim_ms',
+        peer: 'docket.restart_ms',
+        peerLabel: 'docket to "serving"',
+      },
+      {
+        scenario: 'restart.empty_log',
+        title: 'start with an empty log (process + tsx start-up baseline)',
+        unit: 'ms',
+        better: 'lower',
+        docket: 'docket.start_empty_ms',
+      },
+      {
+        scenario: 'bulk_submit.large',
+        title: `filling the large queue: ${large.toLocaleString('en-US')} jobs in chunks of ${fillChunk.toLocaleString('en-US')}`,
+        unit: 'jobs/s',
+        better: 'higher',
+        docket: 'docket.fill_rate',
+        peer: 'bullmq.fill_rate',
+        peerLabel: 'BullMQ addBulk, Redis AOF everysec',
+        note: 'one run',
+      },
+    ],
+  };
+}

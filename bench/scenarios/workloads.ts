@@ -1,0 +1,212 @@
+/**
+ * docket beside BullMQ on the same workloads (issue 5, items 1-3):
+ *   bulk submit of `jobs` jobs in chunks of 1,000 (docket submitBatch, BullMQ addBulk);
+ *   end to end: a no-op worker running first, then `jobs` submitted in chunks, until all completed;
+ *   latency: submit -> completed, one job after another, p50 and p99.
+ * BullMQ runs on Redis with AOF everysec (durability parity) and in memory (a second row).
+ * docket gets a fresh nats-server and node per run; BullMQ a flushed Redis.
+ */
+import * as bull from '../lib/bullmq.js';
+import { measured, NotAvailableError, percentile, type Group, type Measurement, type RowDef } from '../lib/harness.js';
+import { acknowledged, connectClient, jobIdOfRecorded, workerClass, type SubmitSpec, type ClientApi } from '../lib/docket.js';
+import { redisOf, withDocket, type BenchEnv } from '../lib/env.js';
+
+function specs(queue: string, n: number, offset: number): SubmitSpec[] {
+  return Array.from({ length: n }, (_, i) => ({ queue, params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } }));
+}
+
+async function submitAll(client: ClientApi, queue: string, n: number, chunk: number): Promise<void> {
+  for (let offset = 0; offset < n; offset += chunk) {
+    const { jobs } = await client.submitBatch(specs(queue, Math.min(chunk, n - offset), offset));
+    const refused = jobs.filter((j) => !j.ok);
+    if (refused.length > 0) throw new Error(`${refused.length} of ${jobs.length} submits refused: ${JSON.stringify(refused[0]?.error)}`);
+  }
+}
+
+interface RowBase {
+  readonly scenario: string;
+  readonly metric: string;
+  readonly title: string;
+  readonly unit: string;
+  readonly better: 'higher' | 'lower';
+  readonly note?: string;
+}
+
+/** The row against BullMQ on AOF (with the target) and the same row against BullMQ in memory. */
+function peerRows(base: RowBase, target?: RowDef['target']): RowDef[] {
+  const { metric, scenario, ...rest } = base;
+  return [
+    { ...rest, scenario, docket: `docket.${metric}`, peer: `bullmq_aof.${metric}`, peerLabel: 'BullMQ, Redis AOF everysec', ...(target ? { target } : {}) },
+    { ...rest, scenario: `${scenario}.redis_memory`, docket: `docket.${metric}`, peer: `bullmq_memory.${metric}`, peerLabel: 'BullMQ, Redis in memory' },
+  ];
+}
+
+export function bulkSubmitGroup(env: BenchEnv): Group {
+  const { jobs: n, chunk } = env.config;
+  return {
+    name: 'bulk_submit',
+    systems: {
+      docket: () =>
+        withDocket(env, async (run) => {
+          const client = await connectClient(run.url);
+          try {
+            const m = await measured(run.roles(), () => submitAll(client, 'bulk', n, chunk));
+            return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, chunk, node: run.node.mode } };
+          } finally {
+            await client.close();
+          }
+        }),
+      bullmq_aof: () => bull.bulkSubmit(redisOf(env, 'aof'), n, chunk),
+      bullmq_memory: () => bull.bulkSubmit(redisOf(env, 'memory'), n, chunk),
+    },
+    rows: peerRows(
+      { scenario: 'bulk_submit', metric: 'rate', title: `bulk submit, ${n.toLocaleString('en-US')} jobs in chunks of ${chunk.toLocaleString('en-US')}`, unit: 'jobs/s', better: 'higher' },
+      { on: 'ratio', op: '>=', limit: 2, text: '≥ 2× BullMQ' },
+    ),
+  };
+}
+
+export function endToEndGroup(env: BenchEnv, concurrency: number): Group {
+  const n = concurrency === 1 ? env.config.jobsAtConcurrency1 : env.config.jobs;
+  const { chunk } = env.config;
+  return {
+    name: `end_to_end_c${concurrency}`,
+    systems: {
+      docket: async () => {
+        const Worker = await workerClass();
+        return withDocket(env, async (run) => {
+          const client = await connectClient(run.url);
+          let handled = 0;
+          let done!: () => void;
+          const allHandled = new Promise<void>((resolve) => (done = resolve));
+          const worker = new Worker({
+            servers: run.url,
+            queue: 'e2e',
+            concurrency,
+            handler: async () => {
+              if (++handled === n) done();
+              return null;
+            },
+          });
+          await worker.start();
+          let closeMs = 0;
+          try {
+            const m = await measured(run.roles(), async () => {
+              await submitAll(client, 'e2e', n, chunk);
+              await allHandled;
+              if (worker.counts) {
+                // Done when the node has acknowledged every completion, as BullMQ's 'completed'
+                // event fires after its moveToFinished script returned.
+                await acknowledged(worker, n);
+              } else {
+                // No counts: close() drains, so it resolves after the last completion is acknowledged
+                // (and after the claim long-poll in flight ends: a bias against docket).
+                const t0 = performance.now();
+                await worker.close();
+                closeMs = performance.now() - t0;
+              }
+            });
+            return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, concurrency, chunk, worker_close_ms: Math.round(closeMs), node: run.node.mode } };
+          } finally {
+            // Its claim long poll ends when the node stops, instead of after claimWaitMs.
+            run.defer(worker.close());
+            await client.close();
+          }
+        });
+      },
+      bullmq_aof: () => bull.endToEnd(redisOf(env, 'aof'), n, concurrency, chunk),
+      bullmq_memory: () => bull.endToEnd(redisOf(env, 'memory'), n, concurrency, chunk),
+    },
+    rows: peerRows(
+      {
+        scenario: `end_to_end.c${concurrency}`,
+        metric: 'rate',
+        title: `end to end, ${n.toLocaleString('en-US')} no-op jobs, worker concurrency ${concurrency}`,
+        unit: 'jobs/s',
+        better: 'higher',
+        ...(concurrency === 1 ? { note: 'a fifth of the jobs at concurrency 1, to keep the full run near 20 minutes' } : {}),
+      },
+      concurrency === 100 ? { on: 'ratio', op: '>=', limit: 1.5, text: '≥ 1.5× BullMQ (AOF)' } : undefined,
+    ),
+  };
+}
+
+export function latencyGroup(env: BenchEnv): Group {
+  const n = env.config.latencyJobs;
+  const warmup = 20;
+  return {
+    name: 'latency',
+    systems: {
+      docket: async () => {
+        const Worker = await workerClass();
+        return withDocket(env, async (run): Promise<Measurement> => {
+          const client = await connectClient(run.url);
+          const watcher = await connectClient(run.url);
+          const worker = new Worker({ servers: run.url, queue: 'latency', concurrency: 1, handler: async () => null });
+          await worker.start();
+          const abort = new AbortController();
+          const waiting = new Map<string, () => void>();
+          const early = new Set<string>();
+          // One events() subscription for the whole loop, opened before the first submit.
+          const events = watcher.events({ queue: 'latency', types: ['job.succeeded', 'job.failed'], signal: abort.signal });
+          const iterator = events[Symbol.asyncIterator]();
+          const pump = (async () => {
+            for (;;) {
+              const next = await iterator.next();
+              if (next.done) return;
+              const id = jobIdOfRecorded(next.value);
+              const resolve = waiting.get(id);
+              if (resolve) resolve();
+              else early.add(id);
+            }
+          })();
+          // events() subscribes lazily on the first pull; give the consumer a moment to exist.
+          await new Promise((r) => setTimeout(r, 300));
+          try {
+            const samples: number[] = [];
+            const m = await measured(run.roles(), async () => {
+              for (let i = 0; i < n + warmup; i++) {
+                const t0 = performance.now();
+                const { job_id } = await client.submit({ queue: 'latency', params: { i } });
+                if (!early.delete(job_id)) {
+                  await Promise.race([
+                    new Promise<void>((resolve) => waiting.set(job_id, resolve)),
+                    pump.then(() => { throw new Error('events() ended'); }),
+                    new Promise((_, reject) => setTimeout(() => reject(new Error(`job ${job_id} not completed in 30 s`)), 30_000).unref()),
+                  ]);
+                  waiting.delete(job_id);
+                }
+                if (i >= warmup) samples.push(performance.now() - t0);
+              }
+            });
+            return {
+              values: { p50: percentile(samples, 50), p99: percentile(samples, 99) },
+              cpu: m.cpu,
+              extra: { jobs: n, warmup, mean: samples.reduce((a, b) => a + b, 0) / samples.length, max: Math.max(...samples), node: run.node.mode },
+            };
+          } finally {
+            abort.abort();
+            await pump.catch(() => undefined);
+            run.defer(worker.close());
+            await watcher.close();
+            await client.close();
+          }
+        });
+      },
+      bullmq_aof: () => bull.latency(redisOf(env, 'aof'), n, warmup),
+      bullmq_memory: () => bull.latency(redisOf(env, 'memory'), n, warmup),
+    },
+    rows: [
+      ...peerRows(
+        { scenario: 'latency.p50', metric: 'p50', title: `submit → completed, ${n.toLocaleString('en-US')} jobs in sequence, p50`, unit: 'ms', better: 'lower' },
+        { on: 'ratio', op: '<=', limit: 1, text: '≤ BullMQ (AOF)' },
+      ),
+      ...peerRows(
+        { scenario: 'latency.p99', metric: 'p99', title: `submit → completed, ${n.toLocaleString('en-US')} jobs in sequence, p99`, unit: 'ms', better: 'lower' },
+        { on: 'ratio', op: '<=', limit: 1, text: '≤ BullMQ (AOF)' },
+      ),
+    ],
+  };
+}
+
+export { NotAvailableError };
