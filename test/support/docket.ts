@@ -1,0 +1,277 @@
+/**
+ * Helpers for integration tests that drive docket through NATS: a node + client on a test
+ * nats-server, disposable; a unique queue per test; the stream's message count for "nothing was
+ * appended" checks; raw requests with arbitrary bytes; the log of one queue read back; and a
+ * capture of a node's projections for replay comparisons.
+ *
+ * Isolation is by name (STYLE 2.12): subjects are fixed, so each test takes its own queue.
+ */
+import { randomBytes } from 'node:crypto';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { Client } from '../../src/client/client.js';
+import type { CommandHandler } from '../../src/commands/command-service.js';
+import type { ErrorBody } from '../../src/errors.js';
+import { canonicalJson } from '../../src/ids.js';
+import { subjects, STREAM } from '../../src/nats/subjects.js';
+import { startNode, type DocketNode, type DocketOptions } from '../../src/node.js';
+import type { QueueProgress } from '../../src/projections/progress.js';
+import { readLog } from '../../src/store/read-log.js';
+import type { TestNatsServer } from './nats-server.js';
+
+/** A queue name of its own for one test: a slug of `name` and a short random suffix. */
+export function uniqueQueue(name: string): string {
+  const slug = name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 40);
+  return `${slug || 'q'}-${randomBytes(4).toString('hex')}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Leak check (graphile's pattern): every node and client opened through these helpers is
+// tracked until closed, so a test that forgets one fails in afterEach.
+
+const open = new Set<string>();
+let serial = 0;
+
+/** Names of the nodes and clients opened here and not closed yet. */
+export function openResources(): string[] {
+  return [...open];
+}
+
+export interface DocketSetup {
+  readonly server: TestNatsServer;
+  readonly node: DocketNode;
+  readonly client: Client;
+  /** A raw connection of the test's own, for raw requests and the stream. */
+  readonly nc: NatsConnection;
+  readonly jsm: JetStreamManager;
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * Starts a node on `server` (options as startNode's) and tracks it until closed.
+ *
+ * `awaitServing` (default true) flushes the node's connection before returning: startNode
+ * resolves before its command subscription has reached the server, so a request sent at once
+ * from another connection can get "no responders" (see the test "a node answers commands as
+ * soon as startNode resolves"). Pass false to see startNode's own behaviour.
+ */
+export async function startTrackedNode(
+  server: TestNatsServer,
+  options: Omit<DocketOptions, 'servers'> = {},
+  { awaitServing = true }: { awaitServing?: boolean } = {},
+): Promise<DocketNode> {
+  const name = options.nodeName ?? `node-${++serial}`;
+  const node = await startNode({ servers: server.url, nodeName: name, ...options });
+  if (awaitServing) await node.nc.flush();
+  const tag = `node ${name} #${++serial}`;
+  open.add(tag);
+  // DocketNode is a plain object of closures: a copy with a tracking close() behaves the same.
+  return {
+    ...node,
+    async close() {
+      try {
+        await node.close();
+      } finally {
+        open.delete(tag);
+      }
+    },
+  };
+}
+
+/** A server-backed docket: one node, one client, one raw connection. Close it (or dispose it). */
+export async function startDocket(server: TestNatsServer, options: Omit<DocketOptions, 'servers'> = {}): Promise<DocketSetup> {
+  const node = await startTrackedNode(server, options);
+  const client = await Client.connect({ servers: server.url });
+  const nc = await connect({ servers: server.url, name: 'docket-test' });
+  const jsm = await jetstreamManager(nc);
+  const tag = `client #${++serial}`;
+  open.add(tag);
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    try {
+      await client.close();
+      await nc.drain();
+      await node.close();
+    } finally {
+      open.delete(tag);
+    }
+  };
+  return { server, node, client, nc, jsm, close, [Symbol.asyncDispose]: close };
+}
+
+/** The number of messages in DOCKET (for "nothing was appended" checks). */
+export async function streamMessages(jsm: JetStreamManager): Promise<number> {
+  return (await jsm.streams.info(STREAM)).state.messages;
+}
+
+/** The stream's last sequence. */
+export async function lastSeq(jsm: JetStreamManager): Promise<number> {
+  return (await jsm.streams.info(STREAM)).state.last_seq;
+}
+
+export type RawReply = ({ ok: true } & Record<string, unknown>) | { ok: false; error: ErrorBody };
+
+/** Sends `body` as is (bytes or a string) to `docket.cmd.<verb>` and returns the parsed reply. */
+export async function rawRequest(nc: NatsConnection, verb: string, body: string | Uint8Array, timeoutMs = 30_000): Promise<RawReply> {
+  const msg = await nc.request(subjects.command(verb), body, { timeout: timeoutMs });
+  return msg.json<RawReply>();
+}
+
+/** As rawRequest with a JSON body. */
+export function request(nc: NatsConnection, verb: string, body: unknown, timeoutMs?: number): Promise<RawReply> {
+  return rawRequest(nc, verb, JSON.stringify(body), timeoutMs);
+}
+
+export interface StoredEvent {
+  readonly seq: number;
+  readonly subject: string;
+  readonly msgId: string | null;
+  /** When the server stored it (ms since the epoch). */
+  readonly time: number;
+  readonly type: string;
+  readonly id: string;
+  readonly data: Record<string, unknown>;
+}
+
+/** Every event of `queue` (all job subjects of the queue) on the stream, in order. */
+export async function queueLog(nc: NatsConnection, queue: string): Promise<StoredEvent[]> {
+  const out: StoredEvent[] = [];
+  const decoder = new TextDecoder();
+  for await (const m of readLog(nc, { filter: subjects.jobs(queue) })) {
+    const env = JSON.parse(decoder.decode(m.data)) as { type: string; id: string; data: Record<string, unknown> };
+    out.push({ seq: m.seq, subject: m.subject, msgId: m.msgId, time: m.time, type: env.type, id: env.id, data: env.data });
+  }
+  return out;
+}
+
+/** How many events of `type` `queue` has on the stream. */
+export async function countEvents(nc: NatsConnection, queue: string, type: string): Promise<number> {
+  return (await queueLog(nc, queue)).filter((e) => e.type === type).length;
+}
+
+/**
+ * The node's handler of `verb`, as registered, to call it on one node in particular: commands
+ * are served in a queue group, so a request through NATS reaches a node of NATS's choosing and
+ * a race between two given nodes cannot be staged from outside. Reads CommandService's private
+ * map (there is no public way to address one node).
+ */
+export function handlerOf(node: DocketNode, verb: string): (body: unknown) => Promise<Record<string, unknown>> {
+  const handlers = (node.commands as unknown as { handlers?: Map<string, CommandHandler> }).handlers;
+  const handler = handlers?.get(verb);
+  if (!handler) throw new Error(`node ${node.name} has no handler for ${verb} (CommandService internals changed?)`);
+  return async (body) => handler(body, undefined as never);
+}
+
+/** Calls the node's handler and turns a thrown DocketError into the reply the wire would carry. */
+export async function callNode(node: DocketNode, verb: string, body: unknown): Promise<RawReply> {
+  try {
+    return { ok: true, ...(await handlerOf(node, verb)(body)) } as RawReply;
+  } catch (err) {
+    const e = err as { code?: string; message?: string; toBody?: () => ErrorBody };
+    if (typeof e.toBody === 'function') return { ok: false, error: e.toBody() };
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Projections, captured for "replay equals live".
+
+export interface JobRecordView {
+  readonly jobId: string;
+  readonly queue: string;
+  readonly subject: string;
+  readonly seq: number;
+  readonly submitSeq: number;
+  readonly state: unknown;
+  readonly history: unknown;
+}
+
+export interface Projections {
+  readonly queueOrder: Record<string, ReturnType<DocketNode['queueOrder']['snapshot']>>;
+  /** `list`'s index: every job of the queue in submit order. */
+  readonly queueIndex: Record<string, { seq: number; jobId: string }[]>;
+  readonly progress: QueueProgress[];
+  readonly jobs: Record<string, JobRecordView>;
+  /** For each (queue, key) asked for: its live job and its generation count. */
+  readonly keys: Record<string, { live: string | null; generations: number }>;
+  readonly queues: string[];
+}
+
+export interface KeyRef {
+  readonly queue: string;
+  readonly key: unknown;
+}
+
+/**
+ * A deep, plain copy of what a node holds: queue order per queue, progress, and every job
+ * record (state, sequence, history). `queues` limits it to some queues (others are left out).
+ */
+export function captureProjections(node: DocketNode, queues?: readonly string[], keyRefs: readonly KeyRef[] = []): Projections {
+  const wanted = queues === undefined ? undefined : new Set(queues);
+  const keep = (q: string) => wanted === undefined || wanted.has(q);
+  const allQueues = [...new Set([...node.queueOrder.queues(), ...node.queueIndex.queues()])].filter(keep).sort();
+  const queueOrder: Projections['queueOrder'] = {};
+  const queueIndex: Projections['queueIndex'] = {};
+  for (const q of allQueues) {
+    queueOrder[q] = node.queueOrder.snapshot(q);
+    queueIndex[q] = [...node.queueIndex.after(q, 0)];
+  }
+  const keys: Projections['keys'] = {};
+  for (const { queue, key } of keyRefs) {
+    const canonical = canonicalJson(key);
+    keys[`${queue} ${canonical}`] = { live: node.keys.liveJob(queue, canonical) ?? null, generations: node.keys.generations(queue, canonical) };
+  }
+  const jobs: Record<string, JobRecordView> = {};
+  const ids = [...node.store.values()].filter((r) => keep(r.queue)).map((r) => r.jobId).sort();
+  for (const id of ids) {
+    const r = node.store.get(id)!;
+    jobs[id] = { jobId: r.jobId, queue: r.queue, subject: r.subject, seq: r.seq, submitSeq: r.submitSeq, state: r.state, history: r.history };
+  }
+  return structuredClone({
+    queueOrder,
+    queueIndex,
+    keys,
+    progress: node.progress.all().filter((p) => keep(p.queue)),
+    jobs,
+    queues: allQueues,
+  });
+}
+
+/** Waits until the node's tail has folded everything the stream holds now. */
+export async function caughtUp(node: DocketNode, jsm: JetStreamManager): Promise<void> {
+  await node.tail.waitFor(await lastSeq(jsm));
+}
+
+/**
+ * Resolves once DOCKET has a consumer filtered on `filter` (e.g. the one `Client.events()`
+ * creates on its first `next()`). `events()` gives no signal of its own that it is listening.
+ */
+export async function consumerListening(jsm: JetStreamManager, filter: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    for await (const ci of jsm.consumers.list(STREAM)) {
+      if (ci.config.filter_subject === filter) return;
+    }
+    if (Date.now() > deadline) throw new Error(`no consumer on ${filter} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Takes `n` items from an async iterator (then leaves it open for the caller to end). */
+export async function take<T>(it: AsyncIterator<T>, n: number): Promise<T[]> {
+  const out: T[] = [];
+  while (out.length < n) {
+    const next = await it.next();
+    if (next.done) break;
+    out.push(next.value);
+  }
+  return out;
+}
