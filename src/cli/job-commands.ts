@@ -1,0 +1,198 @@
+/**
+ * The job commands: submit, jobs, show, cancel, progress. Each prints a table or line for people
+ * and, with `--json`, one JSON document `{ok:true, ...}` with the reply's fields.
+ */
+import type { Command } from 'commander';
+import { DocketError } from '../errors.js';
+import { withCommonOptions, type CommonFlags } from './common.js';
+import { parseInteger, parseIsoTime, parseJsonObject, parseKey, parsePositiveInteger } from './options.js';
+import { recordTable, table, writeErr, writeJson, writeOut } from './render.js';
+import { setExitCode, withClient } from './session.js';
+
+interface SubmitFlags extends CommonFlags {
+  readonly params?: string;
+  readonly key?: string;
+  readonly priority?: string;
+  readonly delayMs?: string;
+  readonly runAt?: string;
+  readonly maxAttempts?: string;
+  readonly id?: string;
+  readonly file?: string;
+}
+
+/** The job spec fields given by flags (the queue comes from the argument). */
+function specFromFlags(flags: SubmitFlags): Record<string, unknown> {
+  const spec: Record<string, unknown> = {};
+  if (flags.params !== undefined) spec['params'] = parseJsonObject(flags.params, '--params');
+  if (flags.key !== undefined) spec['key'] = parseKey(flags.key);
+  if (flags.priority !== undefined) spec['priority'] = parseInteger(flags.priority, '--priority');
+  if (flags.delayMs !== undefined) spec['delay_ms'] = parseInteger(flags.delayMs, '--delay-ms');
+  if (flags.runAt !== undefined) spec['run_at'] = parseIsoTime(flags.runAt, '--run-at');
+  if (flags.maxAttempts !== undefined) spec['max_attempts'] = parseInteger(flags.maxAttempts, '--max-attempts');
+  return spec;
+}
+
+async function submitAction(queue: string, flags: SubmitFlags): Promise<number> {
+  const spec = { queue, ...specFromFlags(flags) };
+  if (flags.file !== undefined) {
+    if (flags.key !== undefined) throw new DocketError('invalid_request', '--key names one job; give keys per line in --file');
+    const file = flags.file;
+    const { submitFile } = await import('./submit-file.js');
+    const summary = await withClient(flags, (client) => submitFile(client, file, spec, flags.id));
+    const ok = summary.failed === 0;
+    if (flags.json) {
+      const firstError = summary.failures[0]?.error;
+      writeJson(
+        ok
+          ? { ok, ...summary }
+          : { ok, error: { code: firstError?.code ?? 'unavailable', message: `${summary.failed} of ${summary.total} jobs were refused` }, ...summary },
+      );
+    } else {
+      writeOut(`submitted ${summary.total} jobs: ${summary.created} created, ${summary.existing} already live, ${summary.failed} refused`);
+      for (const { line, error } of summary.failures.slice(0, 20)) writeErr(`line ${line}: error ${error.code}: ${error.message}`);
+      if (summary.failures.length > 20) writeErr(`... and ${summary.failures.length - 20} more`);
+    }
+    return ok ? 0 : 1;
+  }
+  const result = await withClient(flags, (client) => client.submit({ ...spec, ...(flags.id === undefined ? {} : { id: flags.id }) } as Parameters<typeof client.submit>[0]));
+  if (flags.json) writeJson({ ok: true, ...result });
+  else writeOut(result.created ? `created job ${result.job_id} (${result.status})` : `job ${result.job_id} is already live for this key (${result.status}); nothing submitted`);
+  return 0;
+}
+
+interface JobsFlags extends CommonFlags {
+  readonly status?: string;
+  readonly limit?: string;
+  readonly cursor?: string;
+}
+
+async function jobsAction(queue: string, flags: JobsFlags): Promise<number> {
+  const query = {
+    queue,
+    ...(flags.status === undefined ? {} : { status: flags.status }),
+    ...(flags.limit === undefined ? {} : { limit: parsePositiveInteger(flags.limit, '--limit') }),
+    ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }),
+  };
+  const page = await withClient(flags, (client) => client.list(query));
+  if (flags.json) {
+    writeJson({ ok: true, ...page });
+    return 0;
+  }
+  if (page.jobs.length === 0) writeOut(`no jobs in ${queue}${flags.status === undefined ? '' : ` with status ${flags.status}`}`);
+  else {
+    writeOut(
+      table(
+        ['job_id', 'status', 'priority', 'key', 'attempt', 'run_at', 'created_at', 'finished_at'],
+        page.jobs.map((j) => [j.job_id, j.status, j.priority, j.key, `${j.attempt}/${j.max_attempts}`, j.run_at, j.created_at, j.finished_at]),
+      ),
+    );
+  }
+  if (page.next_cursor !== null) writeOut(`more: docket jobs ${queue} --cursor ${page.next_cursor}`);
+  return 0;
+}
+
+async function showAction(jobId: string, flags: CommonFlags): Promise<number> {
+  const detail = await withClient(flags, (client) => client.get(jobId));
+  if (flags.json) {
+    writeJson({ ok: true, ...detail });
+    return 0;
+  }
+  const { job, run, history } = detail;
+  writeOut(
+    recordTable([
+      ['job_id', job.job_id],
+      ['queue', job.queue],
+      ['status', job.status],
+      ['key', job.key],
+      ['params', job.params],
+      ['priority', job.priority],
+      ['run_at', job.run_at],
+      ['attempt', `${job.attempt}/${job.max_attempts}`],
+      ['retry_of', job.retry_of],
+      ['created_at', job.created_at],
+      ['finished_at', job.finished_at],
+      ['end_reason', job.end_reason],
+    ]),
+  );
+  if (run === null) writeOut('run: none yet');
+  else writeOut(recordTable(Object.entries(run as Record<string, unknown>).map(([k, v]) => [k === 'status' ? 'run status' : k, v] as const)));
+  writeOut(table(['seq', 'time', 'event', 'event_id'], history.map((h) => [h.seq, h.time, h.type, h.id])));
+  return 0;
+}
+
+interface CancelFlags extends CommonFlags {
+  readonly reason?: string;
+  readonly id?: string;
+}
+
+async function cancelAction(jobId: string, flags: CancelFlags): Promise<number> {
+  const options = { ...(flags.reason === undefined ? {} : { reason: flags.reason }), ...(flags.id === undefined ? {} : { id: flags.id }) };
+  const result = await withClient(flags, (client) => client.cancel(jobId, options));
+  if (flags.json) writeJson({ ok: true, ...result });
+  else writeOut(`job ${result.job_id} ${result.status}`);
+  return 0;
+}
+
+const STATES = ['waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped', 'ignored'] as const;
+
+async function progressAction(queue: string | undefined, flags: CommonFlags): Promise<number> {
+  const queues = await withClient(flags, (client) => client.progress(queue));
+  if (flags.json) {
+    writeJson({ ok: true, queues });
+    return 0;
+  }
+  if (queues.length === 0) {
+    writeOut('no queues yet');
+    return 0;
+  }
+  writeOut(table(['queue', 'pending', 'reserved', 'success', 'error', 'ignore', 'total'], queues.map((q) => [q.queue, q.pending, q.reserved, q.success, q.error, q.ignore, q.total])));
+  writeOut(table(['queue', ...STATES], queues.map((q) => [q.queue, ...STATES.map((s) => q.counts[s])])));
+  return 0;
+}
+
+export function registerJobCommands(program: Command): void {
+  withCommonOptions(
+    program
+      .command('submit')
+      .description('submit one job, or a file of jobs (JSON lines)')
+      .argument('<queue>', 'queue name ([A-Za-z0-9_-]{1,64})')
+      .option('--params <json>', 'job params, a JSON object')
+      .option('--key <key>', 'readable key: a JSON object or a string; at most one live job per key')
+      .option('--priority <n>', '0..255, lower runs first (default 5)')
+      .option('--delay-ms <n>', 'run no earlier than this many ms from now')
+      .option('--run-at <iso>', 'run no earlier than this ISO-8601 time')
+      .option('--max-attempts <n>', 'attempts before the job stays failed (default 1)')
+      .option('--id <command-id>', 'command id: resending the same id returns the first result')
+      .option('--file <path>', "JSON lines, one job spec per line ('-' for stdin); sent in batches of 10,000"),
+  ).action(async (queue: string, flags: SubmitFlags) => setExitCode(await submitAction(queue, flags)));
+
+  withCommonOptions(
+    program
+      .command('jobs')
+      .description("list a queue's jobs in submission order")
+      .argument('<queue>', 'queue name')
+      .option('--status <status>', 'only jobs in this state (waiting, queued, running, succeeded, failed, cancelled, skipped, ignored)')
+      .option('--limit <n>', 'page size (default 100, at most 1000)')
+      .option('--cursor <cursor>', 'continue after the page that returned this cursor'),
+  ).action(async (queue: string, flags: JobsFlags) => setExitCode(await jobsAction(queue, flags)));
+
+  withCommonOptions(
+    program.command('show').description('one job: its fields, its run and its history').argument('<job_id>', 'job id'),
+  ).action(async (jobId: string, flags: CommonFlags) => setExitCode(await showAction(jobId, flags)));
+
+  withCommonOptions(
+    program
+      .command('cancel')
+      .description('cancel a waiting, queued or running job')
+      .argument('<job_id>', 'job id')
+      .option('--reason <text>', 'why, recorded on the event')
+      .option('--id <command-id>', 'command id: resending the same id returns the first result'),
+  ).action(async (jobId: string, flags: CancelFlags) => setExitCode(await cancelAction(jobId, flags)));
+
+  withCommonOptions(
+    program
+      .command('progress')
+      .description('per queue: pending/reserved/success/error/ignore/total (DataJoint) and counts per state')
+      .argument('[queue]', 'one queue (default: all)'),
+  ).action(async (queue: string | undefined, flags: CommonFlags) => setExitCode(await progressAction(queue, flags)));
+}
