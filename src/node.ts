@@ -34,6 +34,9 @@ import { EventStore } from './store/event-store.js';
 import { JobStore } from './store/job-store.js';
 import { LogTail } from './store/log-tail.js';
 
+/** The longest a command waits for this node to fold what other nodes appended. */
+const CATCH_UP_MAX_MS = 2_000;
+
 export interface DocketOptions {
   /** NATS server URL(s). Ignored when `nc` is given. @defaultValue 'nats://127.0.0.1:4222' */
   readonly servers?: string | string[];
@@ -106,12 +109,19 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
 
   const tail = new LogTail(nc, store, log.child({ component: 'tail' }), fromSeq);
   const started = Date.now();
-  await tail.start();
+  await tail.start(lastSeqAtStart);
   await tail.waitFor(lastSeqAtStart);
   log.info({ events: lastSeqAtStart - fromSeq + 1, ms: Date.now() - started, jobs: store.size }, 'log folded');
 
   const events = new EventStore(nc);
-  const context: CommandContext = { store, tail, events, keys, clock, ids: options.ids ?? randomIds, node: name, log };
+  const catchUp = async (): Promise<void> => {
+    const { state } = await jsm.streams.info(STREAM);
+    let timer: NodeJS.Timeout | undefined;
+    // Bounded: if the stream's last messages were deleted, the tail never sees their sequence.
+    await Promise.race([tail.waitFor(state.last_seq), new Promise<void>((resolve) => (timer = setTimeout(resolve, CATCH_UP_MAX_MS)))]);
+    clearTimeout(timer);
+  };
+  const context: CommandContext = { store, tail, events, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp };
   const queries: QueryContext = { store, progress, queueIndex };
 
   const commands = new CommandService(nc, log.child({ component: 'commands' }));
@@ -206,8 +216,8 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   leases.start();
   const work = new WorkService(nc, context, leadership, (queue) => dispatchers.get(queue), leases, log.child({ component: 'work' }));
 
-  commands.start();
-  work.start();
+  await commands.start();
+  await work.start();
   log.info({ stream: STREAM, seq: tail.position }, 'serving');
 
   let closed = false;

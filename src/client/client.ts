@@ -2,13 +2,13 @@
  * The TypeScript SDK client: every command over NATS request/reply, and `events()`, an async
  * iterator over the event stream. It needs nothing from a node but the subjects.
  */
-import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Envelope, JobEvent } from '../../machines/index.js';
 import { fromErrorBody, type ErrorBody } from '../errors.js';
 import { connectNats } from '../nats/connection.js';
 import { decodeEnvelope } from '../nats/codec.js';
-import { STREAM, subjects } from '../nats/subjects.js';
+import { EVENT_SUBJECTS, STREAM, subjects } from '../nats/subjects.js';
 import type { JobSpec } from '../commands/schemas.js';
 import type { JobSummary, toDetail } from '../commands/queries.js';
 import type { QueueProgress } from '../projections/progress.js';
@@ -48,6 +48,60 @@ export interface RecordedEvent {
   readonly event: Envelope;
 }
 
+/** An async iterable over stream events; `ready` resolves once events from its start point will be delivered. */
+export class EventStream implements AsyncIterable<RecordedEvent> {
+  readonly ready: Promise<void>;
+  private messages: ConsumerMessages | undefined;
+  private closed = false;
+
+  constructor(nc: NatsConnection, private readonly options: EventsOptions) {
+    this.ready = this.open(nc);
+    // An unobserved failure surfaces on iteration instead.
+    this.ready.catch(() => undefined);
+  }
+
+  private async open(nc: NatsConnection): Promise<void> {
+    const js = jetstream(nc);
+    const from = this.options.from ?? 'now';
+    let start: Partial<OrderedConsumerOptions>;
+    if (from === 'now') {
+      const jsm = await jetstreamManager(nc);
+      start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: (await jsm.streams.info(STREAM)).state.last_seq + 1 };
+    } else if (from === 'all') start = { deliver_policy: DeliverPolicy.All };
+    else if (typeof from === 'number') start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from };
+    else start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.toISOString() };
+    const filter = this.options.queue === undefined ? EVENT_SUBJECTS : subjects.jobs(this.options.queue);
+    const consumer = await js.consumers.get(STREAM, { filter_subjects: filter, ...start });
+    this.messages = await consumer.consume();
+    if (this.closed) await this.messages.close();
+    this.options.signal?.addEventListener('abort', () => void this.close(), { once: true });
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<RecordedEvent> {
+    await this.ready;
+    const types = this.options.types === undefined ? undefined : new Set(this.options.types);
+    try {
+      for await (const msg of this.messages!) {
+        let event: Envelope;
+        try {
+          event = decodeEnvelope(msg.data);
+        } catch {
+          continue;
+        }
+        if (types && !types.has(event.type)) continue;
+        yield { seq: msg.seq, subject: msg.subject, event };
+      }
+    } finally {
+      await this.close();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.messages?.close();
+  }
+}
+
 export class Client {
   private readonly timeout: number;
   private constructor(
@@ -85,7 +139,8 @@ export class Client {
   }
 
   async cancel(jobId: string, options: { id?: string; reason?: string } = {}): Promise<{ job_id: string; status: string }> {
-    return this.request('cancel', { job_id: jobId, ...options });
+    const { job_id, status } = await this.request<{ job_id: string; status: string }>('cancel', { job_id: jobId, ...options });
+    return { job_id, status };
   }
 
   async get(jobId: string): Promise<JobDetail> {
@@ -103,38 +158,13 @@ export class Client {
     return queues;
   }
 
-  /** Events from the stream, in stream order. Starts now unless `from` says otherwise. */
-  async *events(options: EventsOptions = {}): AsyncGenerator<RecordedEvent> {
-    const js = jetstream(this.nc);
-    const from = options.from ?? 'now';
-    const start =
-      from === 'now'
-        ? { deliver_policy: DeliverPolicy.New }
-        : from === 'all'
-          ? { deliver_policy: DeliverPolicy.All }
-          : typeof from === 'number'
-            ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from }
-            : { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.toISOString() };
-    const consumer = await js.consumers.get(STREAM, { filter_subjects: options.queue === undefined ? 'docket.evt.>' : subjects.jobs(options.queue), ...start });
-    const messages = await consumer.consume();
-    const types = options.types === undefined ? undefined : new Set(options.types);
-    const stop = () => void messages.close();
-    options.signal?.addEventListener('abort', stop, { once: true });
-    try {
-      for await (const msg of messages) {
-        let event: Envelope;
-        try {
-          event = decodeEnvelope(msg.data);
-        } catch {
-          continue;
-        }
-        if (types && !types.has(event.type)) continue;
-        yield { seq: msg.seq, subject: msg.subject, event };
-      }
-    } finally {
-      options.signal?.removeEventListener('abort', stop);
-      await messages.close();
-    }
+  /**
+   * Events from the stream, in stream order. Starts now unless `from` says otherwise: "now" is
+   * fixed when this is called (the stream's last sequence then), not when iteration begins, and
+   * `ready` resolves once the subscription is in place.
+   */
+  events(options: EventsOptions = {}): EventStream {
+    return new EventStream(this.nc, options);
   }
 
   async close(): Promise<void> {

@@ -39,7 +39,8 @@ export class CommandService {
     this.handlers.set(verb, handler);
   }
 
-  start(): void {
+  /** Subscribes and waits until the server has the subscription, so a request right after is served. */
+  async start(): Promise<void> {
     this.sub = this.nc.subscribe(`${COMMAND_PREFIX}.>`, {
       queue: COMMAND_QUEUE_GROUP,
       callback: (err, msg) => {
@@ -48,6 +49,7 @@ export class CommandService {
         this.inFlight.add(done);
       },
     });
+    await this.nc.flush();
   }
 
   private async handle(msg: Msg): Promise<void> {

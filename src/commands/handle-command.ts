@@ -31,6 +31,11 @@ export interface CommandContext {
   readonly ids: IdSource;
   /** This node's name, written into every event's meta. */
   readonly node: string;
+  /**
+   * Waits until this node has folded everything the stream held when called (bounded). Used
+   * before answering from a possibly stale view: not_found, or "the key's job is live".
+   */
+  catchUp(): Promise<void>;
   readonly log: Logger;
 }
 
@@ -76,13 +81,25 @@ export interface Created {
 export async function createJob(ctx: CommandContext, event: JobEventOf<'job.submitted'>): Promise<Created> {
   const queue = event.queue ?? '';
   const jobId = event.data.job_id;
+  // A resent submit: its event (this id) already created a job, perhaps under another derived id.
+  const mine = ctx.store.bySubmitEventId(event.id);
+  if (mine) return { record: mine, created: true };
   const existing = ctx.store.get(jobId);
-  if (existing) return { record: existing, created: existing.history[0]?.id === event.id };
+  if (existing) return { record: existing, created: false };
   const decision = decideJob(INITIAL_JOB_STATE, event);
   if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: jobId } });
+  const subject = subjects.job(queue, jobId);
   try {
-    const record = await appendAndApply(ctx, queue, jobId, 0, event);
-    return { record, created: record.history[0]?.id === event.id };
+    const appended = await ctx.events.append({ subject, event, expectedSeq: 0 });
+    if (appended.duplicate) {
+      // Deduplicated by msg id: the first send of this event is the job, wherever it went.
+      await ctx.tail.waitFor(appended.seq);
+    } else {
+      ctx.store.apply({ seq: appended.seq, subject, queue, jobId, event });
+    }
+    const record = ctx.store.bySubmitEventId(event.id) ?? ctx.store.get(jobId);
+    if (!record) throw new Error(`job ${jobId} missing after its append at ${appended.seq}`);
+    return { record, created: true };
   } catch (err) {
     if (!(err instanceof AppendConflictError)) throw err;
     await ctx.tail.waitFor(err.actualSeq);
@@ -112,7 +129,12 @@ export async function transitionJob(
 ): Promise<Transitioned> {
   const eventId = commandId === undefined ? `e${ctx.ids.next()}` : eventIdFor(commandId, jobId);
   for (let attempt = 0; ; attempt++) {
-    const record = ctx.store.get(jobId);
+    let record = ctx.store.get(jobId);
+    if (!record) {
+      // Perhaps created on another node a moment ago: look again once caught up.
+      await ctx.catchUp();
+      record = ctx.store.get(jobId);
+    }
     if (!record) throw new NotFoundError(`job ${jobId} not found`, { details: { job_id: jobId } });
     const candidate = build(record, eventId);
     if (record.history.some((h) => h.id === eventId)) return { record, event: candidate, replayed: true };

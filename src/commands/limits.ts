@@ -12,6 +12,12 @@ export const Limits = {
   /** Decide again after a lost append race this many times, then reply `conflict`. */
   MaxConflictRetries: 5,
   MaxAttempts: 1_000,
+  /** A key is an index entry held in memory per live job; 1 KiB of JSON is plenty for a primary key. */
+  MaxKeyBytes: 1_024,
+  /** Deeper JSON in params or keys is refused before any recursive code sees it. */
+  MaxJsonDepth: 64,
+  /** Ten years: beyond it a delay is a mistake, and far beyond it no time can represent it. */
+  MaxDelayMs: 10 * 366 * 24 * 3_600_000,
   /** Jobs one claim may take. */
   MaxClaimJobs: 1_000,
   /** A long-poll claim waits at most this long (NATS request timeouts beyond it are the client's). */

@@ -7,10 +7,25 @@ import { Priority } from '../../machines/index.js';
 import { QUEUE_NAME } from '../nats/subjects.js';
 import { Limits } from './limits.js';
 
-const jsonValue: z.ZodType<unknown> = z.lazy(() =>
-  z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(jsonValue), z.record(z.string(), jsonValue)]),
+/**
+ * JSON data as sent, checked by hand rather than with z.record: records drop a `__proto__` key,
+ * and recursive schemas overflow the stack on deep input. Depth is bounded instead.
+ */
+function isJson(value: unknown, depth: number): boolean {
+  if (value === null || typeof value === 'boolean' || typeof value === 'string') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (depth >= Limits.MaxJsonDepth || typeof value !== 'object') return false;
+  if (Array.isArray(value)) return value.every((item) => isJson(item, depth + 1));
+  if (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) return false;
+  return Object.values(value as Record<string, unknown>).every((item) => isJson(item, depth + 1));
+}
+const jsonMessage = `must be JSON nested at most ${Limits.MaxJsonDepth} deep`;
+const jsonValue = z.custom<unknown>((v) => isJson(v, 0), jsonMessage);
+const jsonObject = z.custom<Record<string, unknown>>(
+  (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && isJson(v, 0),
+  `must be a JSON object nested at most ${Limits.MaxJsonDepth} deep`,
 );
-const jsonObject = z.record(z.string(), jsonValue);
+const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 
 export const queueName = z.string().regex(QUEUE_NAME, 'must match [A-Za-z0-9_-]{1,64}');
 export const idToken = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9_-]');
@@ -27,14 +42,17 @@ export const backoffSchema = z
 export const jobSpecSchema = z
   .object({
     queue: queueName,
-    key: z.union([z.string().min(1).max(1024), jsonObject]).optional(),
+    key: z
+      .union([z.string().min(1), jsonObject])
+      .refine((k) => jsonBytes(k) <= Limits.MaxKeyBytes, { message: `must be at most ${Limits.MaxKeyBytes} bytes of JSON` })
+      .optional(),
     params: jsonObject
-      .refine((p) => Buffer.byteLength(JSON.stringify(p)) <= Limits.MaxParamsBytes, {
+      .refine((p) => jsonBytes(p) <= Limits.MaxParamsBytes, {
         message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON`,
       })
       .optional(),
     priority: z.number().int().min(Priority.Min).max(Priority.Max).optional(),
-    delay_ms: z.number().int().min(0).optional(),
+    delay_ms: z.number().int().min(0).max(Limits.MaxDelayMs).optional(),
     run_at: z.iso.datetime({ offset: true }).optional(),
     max_attempts: z.number().int().min(1).max(Limits.MaxAttempts).optional(),
     backoff: backoffSchema.optional(),

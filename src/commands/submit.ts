@@ -21,11 +21,22 @@ export interface SubmitItemResult {
 export type SubmitItemReply = ({ ok: true } & SubmitItemResult) | { ok: false; error: ErrorBody };
 
 /** Tries keyed ids generation by generation: a terminal job at a generation means "the next one". */
-async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventIdBase: string): Promise<SubmitItemResult> {
+async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string): Promise<SubmitItemResult> {
   const canonical = canonicalJson(key);
   let generation = ctx.keys.generations(spec.queue, canonical);
+  let caughtUp = false;
+  // A resend of this very command: answer with what it created.
+  const mine = ctx.store.bySubmitEventId(eventId);
+  if (mine) return { job_id: mine.jobId, status: mine.state.job.value, created: true };
   for (;;) {
     const live = ctx.keys.liveJob(spec.queue, canonical);
+    if (live && !caughtUp) {
+      // The job may have ended on another node a moment ago: decide on the current log.
+      await ctx.catchUp();
+      caughtUp = true;
+      generation = Math.max(generation, ctx.keys.generations(spec.queue, canonical));
+      continue;
+    }
     if (live) return { job_id: live, status: ctx.store.get(live)?.state.job.value ?? 'queued', created: false };
     const jobId = keyedJobId(spec.queue, canonical, generation);
     const existing = ctx.store.get(jobId);
@@ -33,12 +44,12 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
       generation += 1;
       continue;
     }
-    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventIdFor(eventIdBase, jobId)));
+    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId));
     if (!created && !isLive(record)) {
       generation += 1;
       continue;
     }
-    return { job_id: jobId, status: record.state.job.value, created };
+    return { job_id: record.jobId, status: record.state.job.value, created };
   }
 }
 
@@ -67,11 +78,12 @@ function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, event
 
 async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string | undefined, index: number): Promise<SubmitItemResult> {
   // Without a command id the event id is random: a resend is a new submit, as the client asked.
-  const eventIdBase = commandId === undefined ? ctx.ids.next() : `${commandId}#${index}`;
-  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, eventIdBase);
+  // One event id per (command, item), whatever job id it lands on: a resend finds its own event.
+  const eventId = commandId === undefined ? `e${ctx.ids.next()}` : eventIdFor(`${commandId}#${index}`, `submit:${spec.queue}`);
+  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, eventId);
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
-  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventIdFor(eventIdBase, jobId)));
-  return { job_id: jobId, status: record.state.job.value, created };
+  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId));
+  return { job_id: record.jobId, status: record.state.job.value, created };
 }
 
 /** Runs `fn` over `items` with at most `limit` in flight, keeping order in the results. */

@@ -34,19 +34,23 @@ export class WorkService {
     private readonly log: Logger,
   ) {}
 
-  start(): void {
+  /** Subscribes and waits until the server has the subscriptions. */
+  async start(): Promise<void> {
     const track = (work: Promise<void>) => {
       const done = work.finally(() => this.inFlight.delete(done));
       this.inFlight.add(done);
     };
+    const route = (err: Error | null, msg: Msg) => {
+      if (!err) track(this.route(msg));
+    };
+    const serve = (err: Error | null, msg: Msg) => {
+      if (!err) track(this.serve(msg));
+    };
     this.subs.push(
-      this.nc.subscribe(subjects.allWork, { queue: COMMAND_QUEUE_GROUP, callback: (err, msg) => {
-          if (!err) track(this.route(msg));
-        } }),
-      this.nc.subscribe(subjects.leaderInbox(this.leadership.node), { callback: (err, msg) => {
-          if (!err) track(this.serve(msg));
-        } }),
+      this.nc.subscribe(subjects.allWork, { queue: COMMAND_QUEUE_GROUP, callback: route }),
+      this.nc.subscribe(subjects.leaderInbox(this.leadership.node), { callback: serve }),
     );
+    await this.nc.flush();
   }
 
   private async leaderOf(queue: string): Promise<LeaderInfo | null> {

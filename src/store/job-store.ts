@@ -47,6 +47,8 @@ export type JobChangeListener = (change: JobChange) => void;
 
 export class JobStore {
   private readonly jobs = new Map<string, JobRecord>();
+  /** job.submitted event id -> job id: finds what a resent submit created, whatever its id. */
+  private readonly bySubmitEvent = new Map<string, string>();
   private readonly listeners: JobChangeListener[] = [];
   /** Events the machines refused while folding the log (a tampered log; `docket audit` names them). */
   refused = 0;
@@ -57,6 +59,12 @@ export class JobStore {
 
   get(jobId: string): JobRecord | undefined {
     return this.jobs.get(jobId);
+  }
+
+  /** The job created by the job.submitted event with this id, if any. */
+  bySubmitEventId(eventId: string): JobRecord | undefined {
+    const jobId = this.bySubmitEvent.get(eventId);
+    return jobId === undefined ? undefined : this.jobs.get(jobId);
   }
 
   values(): IterableIterator<JobRecord> {
@@ -87,6 +95,7 @@ export class JobStore {
       history: before ? [...before.history, entry] : [entry],
     };
     this.jobs.set(recorded.jobId, after);
+    if (!before) this.bySubmitEvent.set(entry.id, recorded.jobId);
     for (const listener of this.listeners) listener({ before, after, recorded });
     return 'applied';
   }
@@ -95,6 +104,8 @@ export class JobStore {
   restore(record: JobRecord): void {
     const before = this.jobs.get(record.jobId);
     this.jobs.set(record.jobId, record);
+    const first = record.history[0];
+    if (first) this.bySubmitEvent.set(first.id, record.jobId);
     for (const listener of this.listeners) listener({ before, after: record, recorded: undefined });
   }
 }

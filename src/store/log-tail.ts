@@ -32,7 +32,13 @@ export class LogTail {
     this.position = fromSeq - 1;
   }
 
-  async start(): Promise<void> {
+  /**
+   * Starts following. `endSeq` is the stream's last sequence when the caller looked: if the
+   * messages up to it were deleted (purged), no message will carry it, so the consumer's pending
+   * count tells when everything up to it has been seen.
+   */
+  async start(endSeq = 0): Promise<void> {
+    this.endHint = endSeq;
     const js = jetstream(this.nc);
     const consumer = await js.consumers.get(STREAM, {
       filter_subjects: EVENT_SUBJECTS,
@@ -41,12 +47,20 @@ export class LogTail {
     });
     this.messages = await consumer.consume({
       max_messages: 10_000,
-      callback: (msg) => this.applyMessage(msg.seq, msg.subject, msg.data),
+      callback: (msg) => this.applyMessage(msg.seq, msg.subject, msg.data, msg.info.pending),
     });
+    const info = await consumer.info();
+    if (info.num_pending === 0 && info.delivered.consumer_seq === 0 && this.position < endSeq) {
+      // Nothing to deliver at all from our start: every message up to endSeq is gone.
+      this.position = endSeq;
+      this.release();
+    }
   }
 
+  private endHint = 0;
+
   /** Folds one stored message. Public so that a bulk replay can feed the same path. */
-  applyMessage(seq: number, subject: string, data: Uint8Array): void {
+  applyMessage(seq: number, subject: string, data: Uint8Array, pending?: number): void {
     if (seq <= this.position) return;
     const parsed = parseEventSubject(subject);
     if (parsed) {
@@ -66,7 +80,8 @@ export class LogTail {
     } else {
       this.skipped += 1;
     }
-    this.position = seq;
+    // Nothing pending after this message: anything up to the end hint was deleted.
+    this.position = pending === 0 && this.endHint > seq ? this.endHint : seq;
     if (this.waiters.length > 0 && this.waiters[0]!.seq <= seq) this.release();
   }
 
