@@ -8,7 +8,7 @@
  * so one tampered event gives one violation, not a cascade through the rest of its history.
  */
 import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState } from '../../machines/index.js';
-import { decodeMessage } from './decode.js';
+import { decodeMessage, type DecodedMessage } from './decode.js';
 import { AUDIT_RULES, AuditRules, type AuditOptions, type AuditReport, type AuditRule, type RecordedMessage, type Violation } from './types.js';
 
 /** What the audit keeps per subject: the sequence chain, and for a job its fold and the seqs the rules cite. */
@@ -101,10 +101,15 @@ export class Auditor {
     st.lastSeq = seq;
 
     const decoded = decodeMessage(message);
+    const expected = message.expectedLastSubjectSeq;
+    if (expected === previousSeq && message.msgId !== null && decoded.kind === 'job') {
+      // The common case: a guarded job event, so no header rule to check.
+      this.pushJob(seq, subject, `job:${decoded.jobId}`, st, decoded, message.msgId);
+      return;
+    }
     const aggregate = decoded.kind === 'job' ? `job:${decoded.jobId}` : decoded.kind === 'other' ? `${decoded.aggregateKind}:${decoded.aggregateId}` : decoded.aggregate;
 
     // Sequence: every docket append expects its subject's previous stream sequence (0 creates).
-    const expected = message.expectedLastSubjectSeq;
     if (expected === null || message.msgId === null) {
       const missing = [expected === null ? 'Nats-Expected-Last-Subject-Sequence' : '', message.msgId === null ? 'Nats-Msg-Id' : '']
         .filter((h) => h !== '')
@@ -145,6 +150,11 @@ export class Auditor {
       return;
     }
 
+    this.pushJob(seq, subject, aggregate, st, decoded, message.msgId);
+  }
+
+  /** Envelope checks, the fold through the machines, and the rules a job event can break. */
+  private pushJob(seq: number, subject: string, aggregate: string, st: SubjectState, decoded: Extract<DecodedMessage, { kind: 'job' }>, msgId: string | null): void {
     this.jobEvents += 1;
     const { event, queue, jobId } = decoded;
     let job = st.job;
@@ -158,8 +168,8 @@ export class Auditor {
     if (event.type === 'job.submitted' && event.data.job_id !== jobId) {
       this.violate(seq, subject, aggregate, AuditRules.EnvelopeMismatch, `job.submitted says job ${event.data.job_id} but is stored under job ${jobId}`, [seq]);
     }
-    if (message.msgId !== null && message.msgId !== event.id) {
-      this.violate(seq, subject, aggregate, AuditRules.EnvelopeMismatch, `event id ${event.id} differs from its Nats-Msg-Id ${message.msgId}`, [seq]);
+    if (msgId !== null && msgId !== event.id) {
+      this.violate(seq, subject, aggregate, AuditRules.EnvelopeMismatch, `event id ${event.id} differs from its Nats-Msg-Id ${msgId}`, [seq]);
     }
 
     const before = job.state;

@@ -10,6 +10,7 @@
  */
 import { jetstream, jetstreamManager, DeliverPolicy, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { EXPECTED_HEADER, MSG_ID_HEADER, parseDocketHeaders, toExpectedSeq, type PackWriter } from '../audit/packed.js';
 import { EVENT_SUBJECTS, STREAM } from '../nats/subjects.js';
 
 /** One stored message of DOCKET, as the audit and replays see it. */
@@ -170,45 +171,16 @@ export async function resolveBounds(nc: NatsConnection, options: ReadLogOptions 
   return { fromSeq, toSeq };
 }
 
-const EXPECTED_HEADER = 'Nats-Expected-Last-Subject-Sequence';
-const MSG_ID_HEADER = 'Nats-Msg-Id';
-
 /** The parts of nats-core's MsgImpl the fast path reads (1.6x the read rate of `m.headers`). */
 interface RawMsg {
-  readonly _msg: { readonly hdr: number };
+  readonly _msg: { readonly hdr: number; readonly subject?: unknown };
   readonly _rdata: Uint8Array;
 }
 
 function rawOf(m: JsMsg): RawMsg | null {
   const inner = (m as unknown as { msg?: Partial<RawMsg> }).msg;
-  if (
-    inner &&
-    inner._rdata instanceof Uint8Array &&
-    inner._msg &&
-    typeof inner._msg.hdr === 'number'
-  ) {
-    return inner as RawMsg;
-  }
+  if (inner && inner._rdata instanceof Uint8Array && inner._msg && typeof inner._msg.hdr === 'number') return inner as RawMsg;
   return null;
-}
-
-function utf8(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
-}
-
-/** The value of header `name` in a raw `NATS/1.0\r\nName: value\r\n...` block; null when absent. */
-export function headerValue(block: string, name: string): string | null {
-  const at = block.indexOf(`\r\n${name}:`);
-  if (at < 0) return null;
-  const start = at + name.length + 3;
-  const end = block.indexOf('\r\n', start);
-  return block.slice(start, end < 0 ? block.length : end).trim();
-}
-
-function toExpected(value: string | null): number | null {
-  if (value === null || value === '') return null;
-  const n = Number(value);
-  return Number.isInteger(n) && n >= 0 ? n : null;
 }
 
 /**
@@ -224,11 +196,7 @@ export function toLogMessage(m: JsMsg, fast = true): LogMessage {
     const hdr = raw._msg.hdr;
     let msgId: string | null = null;
     let expected: number | null = null;
-    if (hdr > 0) {
-      const block = utf8(raw._rdata.subarray(0, hdr));
-      msgId = headerValue(block, MSG_ID_HEADER) || null;
-      expected = toExpected(headerValue(block, EXPECTED_HEADER));
-    }
+    if (hdr > 0) ({ msgId, expected } = parseDocketHeaders(raw._rdata.subarray(0, hdr)));
     return {
       seq: info.streamSequence,
       // The consumer has decoded (and cached) the subject already to route the message.
@@ -245,7 +213,7 @@ export function toLogMessage(m: JsMsg, fast = true): LogMessage {
     subject: m.subject,
     time,
     msgId: h?.get(MSG_ID_HEADER) || null,
-    expectedLastSubjectSeq: toExpected(h ? h.get(EXPECTED_HEADER) : null),
+    expectedLastSubjectSeq: toExpectedSeq(h ? h.get(EXPECTED_HEADER) : null),
     data: m.data,
   };
 }
@@ -418,4 +386,74 @@ export async function measureRawRead(nc: NatsConnection, options: ReadLogOptions
   }
   const ms = performance.now() - started;
   return { messages, bytes, ms, perSecond: ms > 0 ? (messages * 1000) / ms : 0 };
+}
+
+/** Where `readLogPacked` hands its batches: an audit on another thread (src/audit/threaded.ts). */
+export interface PackedSink {
+  write(buffer: ArrayBuffer, count: number, lastSeq: number): void;
+  whenBelow(batches: number): Promise<void>;
+}
+
+/** Batches a sink may hold unfolded before the reader waits (about 1 MiB each). */
+const MAX_SINK_BACKLOG = 16;
+
+/**
+ * Reads DOCKET in stream order into packed batches (src/audit/packed.ts) for a sink on another
+ * thread: the raw subject, header block and data of each message are copied as they arrive,
+ * nothing is decoded here. Pulls with `fetch` rather than `consume` so that it can wait for the
+ * sink between pulls (flow control: memory stays bounded when the sink is the slower side).
+ * Returns the number of messages read.
+ */
+export async function readLogPacked(
+  nc: NatsConnection,
+  options: ReadLogOptions,
+  sink: PackedSink,
+  createWriter: (flush: (buffer: ArrayBuffer, count: number, lastSeq: number) => void) => PackWriter,
+): Promise<number> {
+  const bounds = await resolveBounds(nc, options);
+  if (bounds === null) return 0;
+  options.onBounds?.(bounds);
+  const js = jetstream(nc);
+  const consumer = await js.consumers.get(STREAM, {
+    filter_subjects: options.filter ?? EVENT_SUBJECTS,
+    deliver_policy: DeliverPolicy.StartSequence,
+    opt_start_seq: bounds.fromSeq,
+  });
+  const writer = createWriter((buffer, count, lastSeq) => sink.write(buffer, count, lastSeq));
+  const batch = options.batch ?? DEFAULT_READ_BATCH;
+  let count = 0;
+  let done = false;
+  while (!done && !options.signal?.aborted) {
+    await sink.whenBelow(MAX_SINK_BACKLOG);
+    const messages = await consumer.fetch({ max_messages: batch, expires: 30_000 });
+    let fetched = 0;
+    for await (const m of messages) {
+      fetched += 1;
+      const info = m.info;
+      const seq = info.streamSequence;
+      if (seq > bounds.toSeq) {
+        done = true;
+        break;
+      }
+      const raw = rawOf(m);
+      const time = Math.floor(info.timestampNanos / 1e6);
+      if (raw !== null) {
+        const hdr = raw._msg.hdr;
+        const subject = raw._msg.subject instanceof Uint8Array ? raw._msg.subject : m.subject;
+        writer.add(seq, time, subject, hdr > 0 ? raw._rdata.subarray(0, hdr) : null, hdr > 0 ? raw._rdata.subarray(hdr) : raw._rdata);
+      } else {
+        writer.addRecorded(toLogMessage(m, false));
+      }
+      count += 1;
+      if (seq >= bounds.toSeq || info.pending === 0) {
+        done = true;
+        break;
+      }
+    }
+    if (done) await messages.close().catch(() => undefined);
+    // An empty pull: the range ends on messages the filter does not match (or were deleted).
+    if (fetched === 0) done = true;
+    writer.end();
+  }
+  return count;
 }

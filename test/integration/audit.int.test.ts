@@ -25,6 +25,7 @@ import { QueueOrder } from '../../src/projections/queue-order.js';
 import { JobStore } from '../../src/store/job-store.js';
 import { LogTail } from '../../src/store/log-tail.js';
 import { readLog, toLogMessage } from '../../src/store/read-log.js';
+import { auditLog } from '../../src/cli/audit-commands.js';
 import { History, publishHistory, uniqueQueue } from '../support/audit-log.js';
 import { startTrackedNode } from '../support/docket.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
@@ -228,6 +229,11 @@ describe('a real run', () => {
     expect(view.running.map((r) => r.job_id).sort()).toEqual(mid.running);
     expect([...view.ready.map((r) => r.job_id), ...view.delayed.map((d) => d.job_id)].sort()).toEqual([...mid.ready, ...mid.delayed].sort());
 
+    // The reader handing packed batches to an audit on a worker thread finds the same.
+    const threaded = await auditLog(nc, { queue, thread: true });
+    expect(threaded.mode).toBe('thread');
+    expect(threaded.report).toEqual(auditMessages(messages, { maxViolations: 1000 }));
+
     // And the audit command over the same queue.
     const audit = await cli('audit', '--queue', queue, '--json');
     expect(audit.code).toBe(0);
@@ -373,10 +379,17 @@ describe('each tampered log fails the audit with its rule and names the event', 
     // Reported only within --from/--to; the fold still reads the whole queue.
     const after = await cli('audit', '--queue', queue, '--from', String(forgedSeq + 1), '--json');
     expect(after.code).toBe(0);
-    // The whole log holds this file's tampering, so it fails too.
-    const all = await cli('audit', '--json');
+    // The whole log holds this file's tampering, so it fails too; alike with the fold on a worker
+    // thread and on the reader's.
+    const all = await cli('audit', '--json', '--thread', 'on');
     expect(all.code).toBe(1);
-    expect((JSON.parse(all.stdout) as AuditReport).violationCount).toBeGreaterThanOrEqual(1);
+    const onThread = JSON.parse(all.stdout) as AuditReport & { mode: string; ms?: number; events_per_second?: number };
+    expect(onThread.mode).toBe('thread');
+    expect(onThread.violationCount).toBeGreaterThanOrEqual(8);
+    const inline = JSON.parse((await cli('audit', '--json', '--thread', 'off')).stdout) as typeof onThread;
+    expect(inline.mode).toBe('inline');
+    const strip = ({ ms: _ms, events_per_second: _rate, mode: _mode, ...rest }: typeof onThread) => rest;
+    expect(strip(onThread)).toEqual(strip(inline));
 
     const exported = await cli('export', '--queue', queue, '--format', 'jsonl');
     expect(exported.code).toBe(0);
