@@ -46,7 +46,8 @@ export async function buildProgram(argv: readonly string[] = process.argv): Prom
     .configureOutput({ outputError: () => undefined });
   const name = argv.slice(2).find((arg) => !arg.startsWith('-'));
   const owner = COMMAND_MODULES.find((m) => name !== undefined && m.names.includes(name));
-  const registers = await Promise.all((owner ? [owner] : COMMAND_MODULES).map((m) => m.load()));
+  const versionOnly = name === undefined && (argv.includes('-V') || argv.includes('--version'));
+  const registers = versionOnly ? [] : await Promise.all((owner ? [owner] : COMMAND_MODULES).map((m) => m.load()));
   for (const register of registers) register(program);
   return program;
 }
