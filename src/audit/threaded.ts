@@ -124,14 +124,16 @@ class ThreadAudit implements PackedAudit {
  */
 function createWorker(workerData: unknown): Worker {
   const here = import.meta.url;
-  if (!here.endsWith('.ts')) return new Worker(new URL('./audit-worker.js', here), { workerData });
+  // A larger young generation: the fold allocates per event, and fewer scavenges promote less.
+  const resourceLimits = { maxYoungGenerationSizeMb: 64 };
+  if (!here.endsWith('.ts')) return new Worker(new URL('./audit-worker.js', here), { workerData, resourceLimits });
   const target = new URL('./audit-worker.ts', here).href;
   // tsx's ESM API, by path: its package exports give CommonJS to require.resolve.
   const api = new URL('dist/esm/api/index.mjs', pathToFileURL(createRequire(here).resolve('tsx/package.json'))).href;
   const boot =
     `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(target)}); })` +
     `.catch((err) => { require('node:worker_threads').parentPort.postMessage({ type: 'error', message: String((err && err.stack) || err) }); });`;
-  return new Worker(boot, { eval: true, workerData });
+  return new Worker(boot, { eval: true, workerData, resourceLimits });
 }
 
 export interface StartAuditOptions extends AuditOptions {

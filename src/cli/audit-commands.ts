@@ -410,6 +410,9 @@ export async function auditLog(nc: NatsConnection, options: AuditLogOptions = {}
         audit.write(buffer, count, last);
         options.onProgress?.(last);
       },
+      get backlog() {
+        return audit.backlog;
+      },
       whenBelow: (n: number) => audit.whenBelow(n),
     };
     try {

@@ -391,18 +391,21 @@ export async function measureRawRead(nc: NatsConnection, options: ReadLogOptions
 /** Where `readLogPacked` hands its batches: an audit on another thread (src/audit/threaded.ts). */
 export interface PackedSink {
   write(buffer: ArrayBuffer, count: number, lastSeq: number): void;
+  /** Batches written and not yet taken in. */
+  readonly backlog: number;
   whenBelow(batches: number): Promise<void>;
 }
 
-/** Batches a sink may hold unfolded before the reader waits (about 1 MiB each). */
-const MAX_SINK_BACKLOG = 16;
+/** Batches (about 1 MiB each) a sink may hold before the reader pauses, and resumes below the half. */
+const SINK_HIGH_WATER = 16;
 
 /**
  * Reads DOCKET in stream order into packed batches (src/audit/packed.ts) for a sink on another
  * thread: the raw subject, header block and data of each message are copied as they arrive,
- * nothing is decoded here. Pulls with `fetch` rather than `consume` so that it can wait for the
- * sink between pulls (flow control: memory stays bounded when the sink is the slower side).
- * Returns the number of messages read.
+ * nothing is decoded here. Flow control: when the sink holds too many batches the read pauses
+ * (its ordered consumer is closed) and resumes after the last sequence packed once the sink has
+ * caught up, so memory stays bounded when the sink is the slower side. Returns the number of
+ * messages read.
  */
 export async function readLogPacked(
   nc: NatsConnection,
@@ -413,47 +416,53 @@ export async function readLogPacked(
   const bounds = await resolveBounds(nc, options);
   if (bounds === null) return 0;
   options.onBounds?.(bounds);
-  const js = jetstream(nc);
-  const consumer = await js.consumers.get(STREAM, {
-    filter_subjects: options.filter ?? EVENT_SUBJECTS,
-    deliver_policy: DeliverPolicy.StartSequence,
-    opt_start_seq: bounds.fromSeq,
-  });
-  const writer = createWriter((buffer, count, lastSeq) => sink.write(buffer, count, lastSeq));
+  const filter = options.filter ?? EVENT_SUBJECTS;
   const batch = options.batch ?? DEFAULT_READ_BATCH;
+  const writer = createWriter((buffer, count, lastSeq) => sink.write(buffer, count, lastSeq));
   let count = 0;
-  let done = false;
-  while (!done && !options.signal?.aborted) {
-    await sink.whenBelow(MAX_SINK_BACKLOG);
-    const messages = await consumer.fetch({ max_messages: batch, expires: 30_000 });
-    let fetched = 0;
-    for await (const m of messages) {
-      fetched += 1;
-      const info = m.info;
-      const seq = info.streamSequence;
-      if (seq > bounds.toSeq) {
-        done = true;
-        break;
-      }
-      const raw = rawOf(m);
-      const time = Math.floor(info.timestampNanos / 1e6);
-      if (raw !== null) {
-        const hdr = raw._msg.hdr;
-        const subject = raw._msg.subject instanceof Uint8Array ? raw._msg.subject : m.subject;
-        writer.add(seq, time, subject, hdr > 0 ? raw._rdata.subarray(0, hdr) : null, hdr > 0 ? raw._rdata.subarray(hdr) : raw._rdata);
-      } else {
-        writer.addRecorded(toLogMessage(m, false));
-      }
-      count += 1;
-      if (seq >= bounds.toSeq || info.pending === 0) {
-        done = true;
-        break;
-      }
+  let next = bounds.fromSeq;
+  let ended = false;
+  while (!ended && next <= bounds.toSeq && !options.signal?.aborted) {
+    await sink.whenBelow(SINK_HIGH_WATER / 2);
+    let paused = false;
+    // `readRange` stops at `toSeq`; a pause stops it early through its abort signal.
+    const pause = new AbortController();
+    const onAbort = (): void => pause.abort();
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await readRange(
+        nc,
+        { fromSeq: next, toSeq: bounds.toSeq },
+        filter,
+        batch,
+        (m) => {
+          const info = m.info;
+          const seq = info.streamSequence;
+          const raw = rawOf(m);
+          const time = Math.floor(info.timestampNanos / 1e6);
+          if (raw !== null) {
+            const hdr = raw._msg.hdr;
+            const subject = raw._msg.subject instanceof Uint8Array ? raw._msg.subject : m.subject;
+            writer.add(seq, time, subject, hdr > 0 ? raw._rdata.subarray(0, hdr) : null, hdr > 0 ? raw._rdata.subarray(hdr) : raw._rdata);
+          } else {
+            writer.addRecorded(toLogMessage(m, false));
+          }
+          count += 1;
+          next = seq + 1;
+          if (seq >= bounds.toSeq || info.pending === 0) ended = true;
+          else if (sink.backlog >= SINK_HIGH_WATER && !paused) {
+            paused = true;
+            pause.abort();
+          }
+        },
+        pause.signal,
+      );
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
     }
-    if (done) await messages.close().catch(() => undefined);
-    // An empty pull: the range ends on messages the filter does not match (or were deleted).
-    if (fetched === 0) done = true;
     writer.end();
+    if (!paused) ended = true;
   }
+  writer.end();
   return count;
 }

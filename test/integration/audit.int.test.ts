@@ -24,7 +24,8 @@ import { Progress } from '../../src/projections/progress.js';
 import { QueueOrder } from '../../src/projections/queue-order.js';
 import { JobStore } from '../../src/store/job-store.js';
 import { LogTail } from '../../src/store/log-tail.js';
-import { readLog, toLogMessage } from '../../src/store/read-log.js';
+import { readLog, readLogPacked, toLogMessage } from '../../src/store/read-log.js';
+import { PackWriter, unpack } from '../../src/audit/packed.js';
 import { auditLog } from '../../src/cli/audit-commands.js';
 import { History, publishHistory, uniqueQueue } from '../support/audit-log.js';
 import { startTrackedNode } from '../support/docket.js';
@@ -100,6 +101,35 @@ describe('the log reader', () => {
     const m = await consumer.next();
     expect(m).not.toBeNull();
     expect(toLogMessage(m!, true)).toEqual(toLogMessage(m!, false));
+  });
+
+  test('packed reading pauses for a slow sink and resumes where it stopped: every message once, in order', async () => {
+    const queue = uniqueQueue('packed');
+    const h = new History('pk', Date.now());
+    for (let i = 0; i < 400; i++) h.succeeding(queue, `j${i}`);
+    const seqs = await publishHistory(nc, h.entries);
+    const seen: number[] = [];
+    let backlog = 0;
+    let pauses = 0;
+    const sink = {
+      write(buffer: ArrayBuffer) {
+        backlog += 1;
+        unpack(buffer, (m) => seen.push(m.seq));
+      },
+      get backlog() {
+        return backlog;
+      },
+      async whenBelow(n: number) {
+        if (backlog < n) return;
+        pauses += 1;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        backlog = 0;
+      },
+    };
+    const count = await readLogPacked(nc, { filter: subjects.jobs(queue) }, sink, (flush) => new PackWriter(flush, 2048));
+    expect(count).toBe(seqs.length);
+    expect(seen).toEqual(seqs);
+    expect(pauses).toBeGreaterThan(2);
   });
 
   test('an empty filter reads nothing and returns', async () => {
