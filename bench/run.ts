@@ -8,7 +8,7 @@
  * goes to stderr.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, freemem, loadavg, totalmem, release } from 'node:os';
 import { join } from 'node:path';
 import { natsServerBinary } from '../test/support/nats-server.js';
@@ -16,6 +16,7 @@ import { benchConfig } from './lib/config.js';
 import { defaultNodeMode, REPO, type NodeMode } from './lib/docket.js';
 import type { BenchEnv } from './lib/env.js';
 import { runGroup, type Group, type GroupResult } from './lib/harness.js';
+import { profileMarkdown, summariseProfiles, type ProfileSummary } from './lib/profile.js';
 import { redisServerBinary, redisVersion, startRedis, type RedisServer } from './lib/procs.js';
 import { buildScenario, cpuTable, markdownTable, type ScenarioResult } from './lib/report.js';
 import { auditGroup } from './scenarios/audit.js';
@@ -26,20 +27,22 @@ import { bulkSubmitGroup, endToEndGroup, latencyGroup } from './scenarios/worklo
 
 const log = (line: string): void => void process.stderr.write(`${line}\n`);
 
-function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; node: NodeMode | null; out: string } {
+function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; node: NodeMode | null; out: string; profile: boolean } {
   let quick = false;
+  let profile = false;
   let only: string[] | null = null;
   let node: NodeMode | null = null;
   let out = join(REPO, 'bench/results');
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--quick') quick = true;
+    else if (arg === '--profile') profile = true;
     else if (arg === '--only') only = (argv[++i] ?? '').split(',').filter(Boolean);
     else if (arg.startsWith('--only=')) only = arg.slice(7).split(',').filter(Boolean);
     else if (arg === '--node') node = argv[++i] as NodeMode;
     else if (arg === '--out') out = argv[++i]!;
     else if (arg === '--help' || arg === '-h') {
-      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, large_queue, audit) [--node cli|child|inproc] [--out dir]');
+      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, large_queue, audit) [--node cli|child|inproc] [--profile] [--out dir]');
       process.exit(0);
     } else {
       log(`unknown argument ${arg}`);
@@ -50,7 +53,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; nod
     log(`--node must be cli, child or inproc`);
     process.exit(2);
   }
-  return { quick, only, node, out };
+  return { quick, only, node, out, profile };
 }
 
 function version(cmd: string, args: string[], pattern: RegExp): string {
@@ -69,7 +72,7 @@ function packageVersion(name: string): string {
   }
 }
 
-function machineInfo(nodeMode: NodeMode, quick: boolean): Record<string, unknown> {
+function machineInfo(nodeMode: NodeMode, quick: boolean, args: { profile: boolean }): Record<string, unknown> {
   const cpu = cpus();
   let commit = 'unknown';
   try {
@@ -95,6 +98,7 @@ function machineInfo(nodeMode: NodeMode, quick: boolean): Record<string, unknown
     docket_commit: commit,
     docket_node: nodeMode,
     quick,
+    profile: args.profile,
   };
 }
 
@@ -118,7 +122,7 @@ async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
   const config = benchConfig(args.quick);
   const nodeMode = args.node ?? defaultNodeMode();
-  const machine = machineInfo(nodeMode, args.quick);
+  const machine = machineInfo(nodeMode, args.quick, args);
   log(`docket bench${args.quick ? ' --quick' : ''}: ${machine['cores']} × ${machine['cpu_model']}, load ${(machine['load_average_start'] as number[]).join(' ')}, node ${process.version}, nats-server ${machine['nats_server']}, redis ${machine['redis_server']}, docket node: ${nodeMode}`);
 
   const started = performance.now();
@@ -150,7 +154,7 @@ async function main(): Promise<void> {
     endToEndGroup(env, 1),
     latencyGroup(env),
     largeGroup(env),
-    auditGroup(),
+    auditGroup(config.foldJobs * 8),
   ].filter((g) => selected(g, args.only));
   if (groups.length === 0) {
     log(`--only ${args.only?.join(',')} selects nothing`);
@@ -168,14 +172,27 @@ async function main(): Promise<void> {
   }
 
   const results: GroupResult[] = [];
+  const profiles: Record<string, ProfileSummary> = {};
+  const profileRoot = join(args.out, 'profiles');
   try {
     for (const group of groups) {
       log(`${group.name} …`);
+      if (args.profile) {
+        const dir = join(profileRoot, group.name);
+        rmSync(dir, { recursive: true, force: true });
+        mkdirSync(dir, { recursive: true });
+        process.env['BENCH_CPU_PROF_DIR'] = dir;
+      }
       const result = await runGroup(group, log);
       log(`${group.name}: ${result.seconds} s`);
       results.push(result);
+      if (args.profile) {
+        const summary = summariseProfiles(join(profileRoot, group.name));
+        if (summary) profiles[group.name] = summary;
+      }
     }
   } finally {
+    delete process.env['BENCH_CPU_PROF_DIR'];
     await stopAll();
   }
 
@@ -204,6 +221,13 @@ async function main(): Promise<void> {
     cpuTable(results),
     '',
     ...(notes.length ? ['## Notes', '', ...notes, ''] : []),
+    ...(args.profile
+      ? [
+          '## Profiles (--profile: docket nodes ran with --cpu-prof, so the figures above carry its overhead)',
+          '',
+          ...Object.entries(profiles).map(([group, summary]) => profileMarkdown(group, summary)),
+        ]
+      : []),
   ].join('\n');
 
   mkdirSync(args.out, { recursive: true });
@@ -211,6 +235,7 @@ async function main(): Promise<void> {
     machine,
     config,
     scenarios,
+    ...(args.profile ? { profiles } : {}),
     groups: Object.fromEntries(results.map((r) => [r.name, { seconds: r.seconds, systems: r.systems }])),
   };
   writeFileSync(join(args.out, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);

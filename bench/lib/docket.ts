@@ -109,7 +109,9 @@ export async function startDocketNode(url: string, dataDir: string, mode: NodeMo
   if (!existsSync(join(REPO, needed))) throw new NotAvailableError(`${needed} does not exist yet`);
   const t0 = performance.now();
   // `node --import tsx` rather than `npx tsx`: one process, so its pid is the node's (CPU, RSS).
-  const child = spawn(process.execPath, ['--import', 'tsx', ...entry], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  const profileDir = process.env['BENCH_CPU_PROF_DIR'];
+  const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
+  const child = spawn(process.execPath, [...profiling, '--import', 'tsx', ...entry], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   const lines: string[] = [];
   const startMs = await new Promise<number>((resolve, reject) => {

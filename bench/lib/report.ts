@@ -42,10 +42,15 @@ function figure(group: GroupResult, ref: string): Figure {
     if (inner && inner.length > 0) samples.push(...inner);
     else if (run.values[metric] !== undefined && Number.isFinite(run.values[metric])) samples.push(run.values[metric]!);
   }
+  // A staged run (large_queue) that stopped part-way names the stage and its error.
+  const stageFailure = result.runs
+    .map((run) => run?.extra)
+    .find((extra) => extra !== undefined && extra['failed_stage'] !== undefined);
+  const error = result.error ?? (samples.length === 0 && stageFailure ? `failed at "${String(stageFailure['failed_stage'])}": ${String(stageFailure['error']).split('\n')[0]}` : undefined);
   return {
     samples,
     ...(result.unavailable !== undefined ? { unavailable: result.unavailable } : {}),
-    ...(result.error !== undefined ? { error: result.error } : {}),
+    ...(error !== undefined ? { error } : {}),
   };
 }
 

@@ -22,6 +22,8 @@ const CLAIM_TIMEOUT_MS = 180_000;
  * queued, so this changes no rate; it only stops close() waiting 2 s on an empty queue.
  */
 const SHORT_CLAIM_WAIT_MS = 250;
+/** A claim or restart sample slower than this is not repeated. */
+const SLOW_SAMPLE_S = 60;
 
 /** Waits until `pid`'s RSS changes by less than 1% over three readings 500 ms apart (at most 15 s). */
 async function settledRss(pid: number): Promise<number> {
@@ -35,13 +37,43 @@ async function settledRss(pid: number): Promise<number> {
   return readings.at(-1)!;
 }
 
-async function submitChunks(client: ClientApi, queue: string, n: number, chunk: number): Promise<void> {
+export interface FillProgress {
+  /** Jobs submitted before the budget ran out (all of them when it did not). */
+  submitted: number;
+  /** Jobs/s over each tenth of the fill: a falling curve shows the node slowing as the queue grows. */
+  readonly curve: { readonly upTo: number; readonly rate: number }[];
+}
+
+/**
+ * Submits `n` jobs in chunks. With a budget, stops after the chunk that crosses it, so a node
+ * that slows down as its queue grows ends the run in bounded time with the size it reached.
+ */
+async function submitChunks(client: ClientApi, queue: string, n: number, chunk: number, budgetMs = Infinity, label?: string): Promise<FillProgress> {
+  const progress: FillProgress = { submitted: 0, curve: [] };
+  const step = Math.max(chunk, Math.floor(n / 10));
+  const t0 = performance.now();
+  let markAt = t0;
+  let markCount = 0;
   for (let offset = 0; offset < n; offset += chunk) {
     const size = Math.min(chunk, n - offset);
     const { jobs } = await client.submitBatch(Array.from({ length: size }, (_, i) => ({ queue, params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } })));
     const refused = jobs.filter((j) => !j.ok).length;
-    if (refused > 0) throw new Error(`${refused} submits refused: ${JSON.stringify(jobs.find((j) => !j.ok)?.error)}`);
+    if (refused > 0) throw new Error(`${refused} submits refused after ${offset} submitted: ${JSON.stringify(jobs.find((j) => !j.ok)?.error)}`);
+    progress.submitted = offset + size;
+    const now = performance.now();
+    if (progress.submitted - markCount >= step || progress.submitted === n) {
+      const rate = ((progress.submitted - markCount) / (now - markAt)) * 1000;
+      progress.curve.push({ upTo: progress.submitted, rate: Math.round(rate) });
+      if (label) process.stderr.write(`  ${label}: ${progress.submitted.toLocaleString('en-US')} submitted, ${Math.round(rate).toLocaleString('en-US')} jobs/s over the last ${(progress.submitted - markCount).toLocaleString('en-US')}\n`);
+      markAt = now;
+      markCount = progress.submitted;
+    }
+    if (now - t0 > budgetMs && progress.submitted < n) {
+      if (label) process.stderr.write(`  ${label}: fill budget of ${budgetMs / 1000} s spent at ${progress.submitted.toLocaleString('en-US')} jobs; measuring at that size\n`);
+      break;
+    }
   }
+  return progress;
 }
 
 /** A docket worker (concurrency 100) on a queue already holding jobs: rate from its 1st to its `k`-th job. */
@@ -73,6 +105,7 @@ async function docketClaimRate(Worker: new (o: WorkerOptions) => WorkerApi, url:
 export function largeGroup(env: BenchEnv): Group {
   const { largeQueue: large, smallQueue: small, claimJobs: k } = env.config;
   const fillChunk = 10_000;
+  const fillBudgetS = env.config.fillBudgetMs / 1000;
   return {
     name: 'large_queue',
     reps: 1,
@@ -120,16 +153,22 @@ export function largeGroup(env: BenchEnv): Group {
           await stage(`filling ${large} jobs`, async () => {
             const rssBefore = await settledRss(node!.pid);
             const roles = { bench: process.pid, node: node!.pid, nats: nats.process.pid! };
-            const fill = await measured(roles, () => submitChunks(client!, 'large', large, fillChunk));
+            const fill = await measured(roles, () => submitChunks(client!, 'large', large, fillChunk, env.config.fillBudgetMs, 'large_queue docket fill'));
+            const queued = fill.result.submitted;
             fillCpu = fill.cpu;
-            values['fill_rate'] = large / fill.seconds;
-            extra['fill'] = { jobs: large, chunk: fillChunk, seconds: fill.seconds, cpu: fill.cpu };
+            values['fill_rate'] = queued / fill.seconds;
+            values['queued'] = queued;
+            extra['fill'] = { jobs: queued, target_jobs: large, budget_s: env.config.fillBudgetMs / 1000, chunk: fillChunk, seconds: fill.seconds, cpu: fill.cpu, curve: fill.result.curve };
             const rssAfter = await settledRss(node!.pid);
             extra['rss_bytes'] = { before_fill: rssBefore, after_fill: rssAfter };
-            values['rss_per_job'] = (rssAfter - rssBefore) / large;
+            values['rss_per_job'] = (rssAfter - rssBefore) / queued;
           });
           await stage('claims from the large queue', async () => {
-            for (let i = 0; i < SAMPLES; i++) samples['claim_large']!.push(await docketClaimRate(Worker, nats.url, 'large', k));
+            for (let i = 0; i < SAMPLES; i++) {
+              const rate = await docketClaimRate(Worker, nats.url, 'large', k);
+              samples['claim_large']!.push(rate);
+              if (k / rate > SLOW_SAMPLE_S) break; // one slow sample says enough; keep the run bounded
+            }
             await client!.close();
             client = undefined;
             const info = await fetch(`http://127.0.0.1:${nats.monitorPort}/jsz`).then((r) => r.json() as Promise<{ messages?: number }>).catch(() => ({ messages: undefined }));
@@ -141,6 +180,7 @@ export function largeGroup(env: BenchEnv): Group {
               const t0 = performance.now();
               node = await startDocketNode(nats.url, data.path, env.nodeMode);
               samples['restart_ms']!.push(node.startMs);
+              const slowRestart = node.startMs > SLOW_SAMPLE_S * 1000;
               extra[`restart_${i + 1}_log`] = node.startLog.filter((l) => /folded|checkpoint|serving/.test(l)).slice(0, 4);
               // A worker started at "serving" shows when claims are really served, not just logged.
               let firstClaim = NaN;
@@ -164,6 +204,7 @@ export function largeGroup(env: BenchEnv): Group {
               await worker.close();
               if (Number.isNaN(firstClaim)) extra[`restart_${i + 1}_first_claim`] = 'no job claimed within 30 s of serving';
               else samples['first_claim_ms']!.push(firstClaim);
+              if (slowRestart) break; // one slow sample says enough; keep the run bounded
             }
           });
           for (const [name, xs] of Object.entries(samples)) if (xs.length > 0) values[name] = median(xs);
@@ -204,6 +245,7 @@ export function largeGroup(env: BenchEnv): Group {
           }
           return {
             values: {
+              queued: large,
               fill_rate: large / fill.seconds,
               rss_per_job: (after.rss - before.rss) / large,
               claim_small: median(samples['claim_small']!),
@@ -221,8 +263,17 @@ export function largeGroup(env: BenchEnv): Group {
     },
     rows: [
       {
+        scenario: 'large_queue.queued',
+        title: `jobs queued for the large-queue rows (target ${large.toLocaleString('en-US')}; the fill stops after ${fillBudgetS} s)`,
+        unit: 'jobs',
+        better: 'higher',
+        docket: 'docket.queued',
+        peer: 'bullmq.queued',
+        peerLabel: 'BullMQ, Redis AOF everysec',
+      },
+      {
         scenario: 'memory.per_queued_job',
-        title: `resident bytes per queued job, ${large.toLocaleString('en-US')} queued`,
+        title: `resident bytes per queued job, up to ${large.toLocaleString('en-US')} queued`,
         unit: 'bytes',
         better: 'lower',
         docket: 'docket.rss_per_job',
@@ -242,7 +293,7 @@ export function largeGroup(env: BenchEnv): Group {
       },
       {
         scenario: 'claim.large_queue',
-        title: `claim throughput, ${large.toLocaleString('en-US')} queued (worker concurrency ${CLAIM_CONCURRENCY})`,
+        title: `claim throughput, up to ${large.toLocaleString('en-US')} queued (worker concurrency ${CLAIM_CONCURRENCY})`,
         unit: 'jobs/s',
         better: 'higher',
         docket: 'docket.claim_large',
@@ -251,7 +302,7 @@ export function largeGroup(env: BenchEnv): Group {
       },
       {
         scenario: 'claim.large_vs_small',
-        title: `claim throughput at ${large.toLocaleString('en-US')} queued vs ${small.toLocaleString('en-US')} queued`,
+        title: `claim throughput at up to ${large.toLocaleString('en-US')} queued vs ${small.toLocaleString('en-US')} queued`,
         unit: 'jobs/s',
         better: 'higher',
         docket: 'docket.claim_large',
@@ -261,7 +312,7 @@ export function largeGroup(env: BenchEnv): Group {
       },
       {
         scenario: 'restart.serving',
-        title: `restart to "serving", ${large.toLocaleString('en-US')}+ events of history`,
+        title: `restart to "serving", with the large queue's history (events_in_log in the JSON)`,
         unit: 'ms',
         better: 'lower',
         docket: 'docket.restart_ms',
@@ -288,7 +339,7 @@ export function largeGroup(env: BenchEnv): Group {
       },
       {
         scenario: 'bulk_submit.large',
-        title: `filling the large queue: ${large.toLocaleString('en-US')} jobs in chunks of ${fillChunk.toLocaleString('en-US')}`,
+        title: `filling the large queue in chunks of ${fillChunk.toLocaleString('en-US')} (fill_curve in the JSON)`,
         unit: 'jobs/s',
         better: 'higher',
         docket: 'docket.fill_rate',
