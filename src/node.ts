@@ -84,6 +84,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   const ownsConnection = options.nc === undefined;
   const nc = options.nc ?? (await connectNats({ ...(options.servers === undefined ? {} : { servers: options.servers }), name: `docket-${name}` }));
 
+  log.debug('connected');
   const jsm = await ensureStream(nc, options.replicas === undefined ? {} : { replicas: options.replicas });
   const info = await jsm.streams.info(STREAM);
   const streamCreated = info.created;
@@ -109,7 +110,9 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
 
   const tail = new LogTail(nc, store, log.child({ component: 'tail' }), fromSeq);
   const started = Date.now();
+  log.debug({ fromSeq, lastSeqAtStart }, 'folding the log');
   await tail.start(lastSeqAtStart);
+  log.debug({ position: tail.position }, 'tail started');
   await tail.waitFor(lastSeqAtStart);
   log.info({ events: lastSeqAtStart - fromSeq + 1, ms: Date.now() - started, jobs: store.size }, 'log folded');
 
