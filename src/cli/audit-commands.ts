@@ -116,6 +116,36 @@ async function readWithProgress(
   }
 }
 
+/**
+ * `docket audit | head` closes stdout early: that ends the output, not the command with a crash.
+ * (export also stops reading then.)
+ */
+let pipeCloseTolerated = false;
+function toleratePipeClose(): void {
+  // Once per process; other listeners may be there already (a pipe's own, which rethrows).
+  if (pipeCloseTolerated) return;
+  pipeCloseTolerated = true;
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE' && err.code !== 'ERR_STREAM_DESTROYED') throw err;
+  });
+}
+
+/** Waits for stdout to drain, or for the read to stop (a closed pipe never drains). */
+function drainedOrClosed(signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = (): void => {
+      process.stdout.off('drain', done);
+      process.stdout.off('close', done);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    process.stdout.once('drain', done);
+    process.stdout.once('close', done);
+    signal.addEventListener('abort', done, { once: true });
+    if (signal.aborted || process.stdout.destroyed) done();
+  });
+}
+
 function parseQueue(value: string | undefined): string | undefined {
   if (value === undefined) return undefined;
   if (!isQueueName(value)) throw new InvalidRequestError(`--queue must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(value)}`);
@@ -292,6 +322,7 @@ function printDiff(d: QueueDiff, limit: number): void {
 }
 
 async function replayAction(flags: ReplayFlags): Promise<void> {
+  toleratePipeClose();
   const limit = flags.limit === undefined ? 50 : parsePositiveInteger(flags.limit, '--limit');
   if (flags.job !== undefined) {
     if (flags.queue !== undefined || flags.at !== undefined) throw new InvalidRequestError('give --job, or --queue with --at, not both');
@@ -426,6 +457,7 @@ export async function auditLog(nc: NatsConnection, options: AuditLogOptions = {}
 }
 
 async function auditAction(flags: AuditFlags): Promise<void> {
+  toleratePipeClose();
   const queue = parseQueue(flags.queue);
   const fromSeq = parseSeq(flags.from, '--from');
   const toSeq = parseSeq(flags.to, '--to');
@@ -475,6 +507,7 @@ async function auditAction(flags: AuditFlags): Promise<void> {
 // explain
 
 async function explainAction(jobId: string, flags: CommonFlags): Promise<void> {
+  toleratePipeClose();
   if (!isIdToken(jobId)) throw new InvalidRequestError(`job id must be [A-Za-z0-9_-]{1,128}, got ${JSON.stringify(jobId)}`);
   const explanation = await withNats(flags, async (nc) => {
     const job = await replayJob(jobId, loaderFor(nc), retryJobId);
@@ -534,6 +567,7 @@ interface ExportFlags extends CommonFlags {
 }
 
 async function exportAction(flags: ExportFlags): Promise<void> {
+  toleratePipeClose();
   const format = flags.format ?? 'jsonl';
   if (format !== 'jsonl') throw new InvalidRequestError(`--format must be jsonl, got ${JSON.stringify(format)}`);
   const queue = parseQueue(flags.queue);
@@ -560,7 +594,7 @@ async function exportAction(flags: ExportFlags): Promise<void> {
           if (stop.signal.aborted) return;
           let chunk = '';
           for (const m of batch) chunk += `${toExportLine(m)}\n`;
-          if (!process.stdout.write(chunk)) await new Promise<void>((resolve) => process.stdout.once('drain', resolve));
+          if (!process.stdout.write(chunk)) await drainedOrClosed(stop.signal);
         },
       ),
     );
