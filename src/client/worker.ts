@@ -13,6 +13,9 @@ import { silentLogger, type Logger } from '../logger.js';
 import { connectNats } from '../nats/connection.js';
 import { subjects, type WorkVerb } from '../nats/subjects.js';
 
+/** Claims a worker keeps open at once. */
+const MAX_CLAIMS_IN_FLIGHT = 4;
+
 export interface WorkerJob {
   readonly job_id: string;
   readonly run_id: string;
@@ -73,7 +76,11 @@ export class Worker {
   private readonly active = new Map<string, Active>();
   private loop: Promise<void> | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
-  private slotFreed: (() => void) | undefined;
+  private waiters: (() => void)[] = [];
+  /** Slots asked for by claims in flight. */
+  private reserved = 0;
+  private claimsInFlight = 0;
+  private claimBackoff = false;
   private readonly log: Logger;
   private readonly concurrency: number;
   private readonly leaseMs: number;
@@ -116,29 +123,57 @@ export class Worker {
     return reply;
   }
 
+  /** Resolves at the next change of active runs or claims in flight. */
+  private nextChange(): Promise<void> {
+    return new Promise<void>((resolve) => this.waiters.push(resolve));
+  }
+
+  private changed(): void {
+    for (const resolve of this.waiters.splice(0)) resolve();
+  }
+
+  /**
+   * Keeps up to MAX_CLAIMS_IN_FLIGHT claims open, each for the slots free when it was sent, so a
+   * freed slot is refilled without waiting for another claim's round trip. Slots asked for are
+   * reserved until the reply, so active runs never exceed `concurrency`.
+   */
   private async claimLoop(): Promise<void> {
     let backoffMs = 100;
     while (this.running) {
-      const free = this.concurrency - this.active.size;
-      if (free <= 0) {
-        await new Promise<void>((resolve) => (this.slotFreed = resolve));
+      const free = this.concurrency - this.active.size - this.reserved;
+      if (free <= 0 || this.claimsInFlight >= MAX_CLAIMS_IN_FLIGHT || this.claimBackoff) {
+        await this.nextChange();
         continue;
       }
-      try {
-        const { jobs } = await this.request<{ jobs: WorkerJob[] }>(
-          'claim',
-          { worker: this.id, max: free, wait_ms: this.claimWaitMs, lease_ms: this.leaseMs, host: hostname(), pid: process.pid, version: this.options.version ?? 'unknown' },
-          this.claimWaitMs + 10_000,
-        );
-        backoffMs = 100;
-        for (const job of jobs) this.run(job);
-      } catch (err) {
-        if (!this.running) break;
-        this.log.debug({ err }, 'claim failed, retrying');
-        await new Promise((r) => setTimeout(r, backoffMs));
-        backoffMs = Math.min(2_000, backoffMs * 2);
-      }
+      this.reserved += free;
+      this.claimsInFlight += 1;
+      void this.request<{ jobs: WorkerJob[] }>(
+        'claim',
+        { worker: this.id, max: free, wait_ms: this.claimWaitMs, lease_ms: this.leaseMs, host: hostname(), pid: process.pid, version: this.options.version ?? 'unknown' },
+        this.claimWaitMs + 10_000,
+      )
+        .then(
+          ({ jobs }) => {
+            backoffMs = 100;
+            this.reserved -= free;
+            for (const job of jobs) this.run(job);
+          },
+          async (err: unknown) => {
+            this.reserved -= free;
+            if (!this.running) return;
+            this.log.debug({ err }, 'claim failed, retrying');
+            this.claimBackoff = true;
+            await new Promise((r) => setTimeout(r, backoffMs));
+            backoffMs = Math.min(2_000, backoffMs * 2);
+            this.claimBackoff = false;
+          },
+        )
+        .finally(() => {
+          this.claimsInFlight -= 1;
+          this.changed();
+        });
     }
+    while (this.claimsInFlight > 0) await this.nextChange();
   }
 
   private run(job: WorkerJob): void {
@@ -166,8 +201,7 @@ export class Worker {
         this.counts.failed += 1;
       } finally {
         this.active.delete(job.run_id);
-        this.slotFreed?.();
-        this.slotFreed = undefined;
+        this.changed();
       }
     })();
   }
@@ -217,9 +251,9 @@ export class Worker {
   async close(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    this.slotFreed?.();
+    this.changed();
     await this.loop;
-    while (this.active.size > 0) await new Promise((r) => setTimeout(r, 20));
+    while (this.active.size > 0) await this.nextChange();
     clearInterval(this.heartbeatTimer);
     if (this.ownsConnection) await this.nc?.drain();
   }

@@ -63,7 +63,11 @@ export class LogTail {
   applyMessage(seq: number, subject: string, data: Uint8Array, pending?: number): void {
     if (seq <= this.position) return;
     const parsed = parseEventSubject(subject);
-    if (parsed) {
+    // This node's own appends were applied from their acks: skip decoding them a second time.
+    const known = parsed ? this.store.get(parsed.id) : undefined;
+    if (known && known.seq >= seq) {
+      // already folded
+    } else if (parsed) {
       try {
         const event = decodeEnvelope(data);
         if (isJobEvent(event)) {
