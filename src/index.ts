@@ -1,0 +1,22 @@
+/** docket's public API: the SDK client and worker, an in-process node, errors and the machines' types. */
+export { Client, EventStream, type ClientOptions, type EventsOptions, type RecordedEvent, type SubmitJob, type SubmitResult, type JobDetail } from './client/client.js';
+export { Worker, type WorkerOptions, type WorkerJob, type WorkerJobContext, type WorkerHandler } from './client/worker.js';
+export { startNode, type DocketNode, type DocketOptions } from './node.js';
+export {
+  DocketError,
+  InvalidRequestError,
+  NotFoundError,
+  InvalidTransitionError,
+  ConflictError,
+  StaleRunError,
+  PausedError,
+  UnavailableError,
+  NonRetryableJobError,
+  ErrorCodes,
+  type ErrorCode,
+  type ErrorBody,
+} from './errors.js';
+export { ManualClock, systemClock, type Clock } from './clock.js';
+export { createLogger, type Logger } from './logger.js';
+export type { JobSpec } from './commands/schemas.js';
+export type { Envelope, JobEvent, JobEventType, JobStatus, RunStatus, Json, JsonObject } from '../machines/index.js';
