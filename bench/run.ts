@@ -27,8 +27,19 @@ import { bulkSubmitGroup, endToEndGroup, latencyGroup } from './scenarios/worklo
 
 const log = (line: string): void => void process.stderr.write(`${line}\n`);
 
-function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; node: NodeMode | null; out: string; profile: boolean } {
+interface Args {
+  quick: boolean;
+  only: string[] | null;
+  node: NodeMode | null;
+  out: string;
+  profile: boolean;
+  /** Keep the other groups' rows of the previous latest.json (re-running one group). */
+  merge: boolean;
+}
+
+function parseArgs(argv: string[]): Args {
   let quick = false;
+  let merge = false;
   let profile = false;
   let only: string[] | null = null;
   let node: NodeMode | null = null;
@@ -37,12 +48,13 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; nod
     const arg = argv[i]!;
     if (arg === '--quick') quick = true;
     else if (arg === '--profile') profile = true;
+    else if (arg === '--merge') merge = true;
     else if (arg === '--only') only = (argv[++i] ?? '').split(',').filter(Boolean);
     else if (arg.startsWith('--only=')) only = arg.slice(7).split(',').filter(Boolean);
     else if (arg === '--node') node = argv[++i] as NodeMode;
     else if (arg === '--out') out = argv[++i]!;
     else if (arg === '--help' || arg === '-h') {
-      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, large_queue, audit) [--node cli|child|inproc] [--profile] [--out dir]');
+      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, large_queue, audit) [--node cli|child|inproc] [--profile] [--merge] [--out dir]\n  --merge keeps the rows of groups not run now from the previous latest.json (same --quick only)');
       process.exit(0);
     } else {
       log(`unknown argument ${arg}`);
@@ -53,7 +65,7 @@ function parseArgs(argv: string[]): { quick: boolean; only: string[] | null; nod
     log(`--node must be cli, child or inproc`);
     process.exit(2);
   }
-  return { quick, only, node, out, profile };
+  return { quick, only, node, out, profile, merge };
 }
 
 function version(cmd: string, args: string[], pattern: RegExp): string {
@@ -113,6 +125,28 @@ function ensureRedisBinary(): string | null {
   return 'redis-server is not installed (apt-get install -y redis-server)';
 }
 
+interface PreviousRun {
+  readonly machine: Record<string, unknown>;
+  readonly scenarios: Record<string, ScenarioResult>;
+  readonly groups: Record<string, { seconds: number; systems: GroupResult['systems'] }>;
+}
+
+function readPrevious(file: string, quick: boolean): PreviousRun | null {
+  try {
+    const previous = JSON.parse(readFileSync(file, 'utf8')) as PreviousRun;
+    if (Boolean(previous.machine['quick']) !== quick) {
+      log(`--merge: ${file} is from a ${previous.machine['quick'] ? '--quick' : 'full'} run; not merging`);
+      return null;
+    }
+    // A previous merge keeps its own provenance only one level deep.
+    delete previous.machine['merged'];
+    return previous;
+  } catch {
+    log(`--merge: no readable ${file}; not merging`);
+    return null;
+  }
+}
+
 function selected(group: Group, only: string[] | null): boolean {
   if (!only) return true;
   return only.some((token) => group.name.startsWith(token));
@@ -145,7 +179,7 @@ async function main(): Promise<void> {
       return { aof, memory, reason: redisReason };
     },
   };
-  const groups: Group[] = [
+  const allGroups: Group[] = [
     substrateGroup(config),
     foldGroup(config),
     bulkSubmitGroup(env),
@@ -155,7 +189,8 @@ async function main(): Promise<void> {
     latencyGroup(env),
     largeGroup(env),
     auditGroup(config.foldJobs * 8),
-  ].filter((g) => selected(g, args.only));
+  ];
+  const groups = allGroups.filter((g) => selected(g, args.only));
   if (groups.length === 0) {
     log(`--only ${args.only?.join(',')} selects nothing`);
     process.exit(2);
@@ -196,10 +231,25 @@ async function main(): Promise<void> {
     await stopAll();
   }
 
+  const previous = args.merge ? readPrevious(join(args.out, 'latest.json'), args.quick) : null;
   const scenarios: Record<string, ScenarioResult> = {};
-  groups.forEach((group, i) => {
-    for (const row of group.rows) scenarios[row.scenario] = buildScenario(results[i]!, row);
-  });
+  const shownGroups: GroupResult[] = [];
+  const mergedGroups: string[] = [];
+  for (const group of allGroups) {
+    const i = groups.indexOf(group);
+    if (i >= 0) {
+      for (const row of group.rows) scenarios[row.scenario] = buildScenario(results[i]!, row);
+      shownGroups.push(results[i]!);
+    } else if (previous?.groups[group.name]) {
+      const kept = previous.groups[group.name]!;
+      for (const [name, scenario] of Object.entries(previous.scenarios)) if (scenario.group === group.name) scenarios[name] = scenario;
+      shownGroups.push({ name: group.name, seconds: kept.seconds, systems: kept.systems });
+      mergedGroups.push(group.name);
+    }
+  }
+  if (previous && mergedGroups.length > 0) {
+    machine['merged'] = { groups: mergedGroups, from_run: previous.machine };
+  }
   machine['load_average_end'] = loadavg().map((x) => Math.round(x * 100) / 100);
   machine['seconds'] = Math.round((performance.now() - started) / 1000);
 
@@ -213,12 +263,18 @@ async function main(): Promise<void> {
     `${machine['date']} · ${machine['cores']} × ${machine['cpu_model']} · load ${(machine['load_average_start'] as number[]).join(' ')} → ${(machine['load_average_end'] as number[]).join(' ')} · ${machine['memory_gib']} GiB · Node ${machine['node']} · nats-server ${machine['nats_server']} · redis-server ${machine['redis_server']} · BullMQ ${machine['bullmq']} · docket ${machine['docket_commit']} (node: ${nodeMode}) · ${machine['seconds']} s`,
     '',
     'Each figure: median of 3 runs (min–max). Ratio = docket ÷ peer (for ms, lower is better).',
+    ...(mergedGroups.length > 0 && previous
+      ? [
+          '',
+          `Rows of ${mergedGroups.join(', ')} come from the run of ${String(previous.machine['date'])} (load ${String((previous.machine['load_average_start'] as number[] | undefined)?.join(' '))}); each row's docket and peer figures were measured in the same run.`,
+        ]
+      : []),
     '',
     table,
     '',
     '## Where the CPU went (median run, % of one core; 2 cores = 200%)',
     '',
-    cpuTable(results),
+    cpuTable(shownGroups),
     '',
     ...(notes.length ? ['## Notes', '', ...notes, ''] : []),
     ...(args.profile
@@ -236,7 +292,7 @@ async function main(): Promise<void> {
     config,
     scenarios,
     ...(args.profile ? { profiles } : {}),
-    groups: Object.fromEntries(results.map((r) => [r.name, { seconds: r.seconds, systems: r.systems }])),
+    groups: Object.fromEntries(shownGroups.map((r) => [r.name, { seconds: r.seconds, systems: r.systems }])),
   };
   writeFileSync(join(args.out, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
   writeFileSync(join(args.out, 'latest.md'), md);

@@ -10,6 +10,7 @@ interface ProfileNode {
   readonly id: number;
   readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
   readonly hitCount?: number;
+  readonly children?: number[];
 }
 
 interface CpuProfile {
@@ -17,6 +18,42 @@ interface CpuProfile {
   readonly startTime: number;
   readonly endTime: number;
   readonly samples?: number[];
+  readonly timeDeltas?: number[];
+}
+
+/** A stack that is serving work: a command, a claim or a dispatch (start-up never is). */
+const SERVING = /\/src\/(commands|dispatch|reactors)\//;
+
+/**
+ * Hits per node counted from the first sample whose stack is serving work, so the process's
+ * start-up (module loading through tsx, the replay) stays out of a workload's profile.
+ */
+function servingHits(profile: CpuProfile): { hits: Map<number, number>; micros: number } | null {
+  const { samples, timeDeltas } = profile;
+  if (!samples || !timeDeltas || samples.length !== timeDeltas.length) return null;
+  const parent = new Map<number, number>();
+  const byId = new Map<number, ProfileNode>();
+  for (const node of profile.nodes) {
+    byId.set(node.id, node);
+    for (const child of node.children ?? []) parent.set(child, node.id);
+  }
+  const serving = (id: number): boolean => {
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      if (SERVING.test(byId.get(at)?.callFrame.url ?? '')) return true;
+    }
+    return false;
+  };
+  const hits = new Map<number, number>();
+  let started = false;
+  let micros = 0;
+  for (let i = 0; i < samples.length; i++) {
+    const id = samples[i]!;
+    if (!started && !serving(id)) continue;
+    started = true;
+    micros += timeDeltas[i]!;
+    hits.set(id, (hits.get(id) ?? 0) + 1);
+  }
+  return started ? { hits, micros } : null;
 }
 
 export interface ProfileSummary {
@@ -51,9 +88,12 @@ export function summariseProfiles(dir: string, top = 15): ProfileSummary | null 
   let micros = 0;
   for (const file of files) {
     const profile = JSON.parse(readFileSync(join(dir, file), 'utf8')) as CpuProfile;
-    micros += profile.endTime - profile.startTime;
+    const window = servingHits(profile);
+    // A process that never served (an empty-log start) has nothing to say about a workload.
+    if (!window) continue;
+    micros += window.micros;
     for (const node of profile.nodes) {
-      const hits = node.hitCount ?? 0;
+      const hits = window.hits.get(node.id) ?? 0;
       if (hits === 0) continue;
       const { functionName, url, lineNumber } = node.callFrame;
       if (functionName === '(idle)') continue;
@@ -83,7 +123,7 @@ export function profileMarkdown(group: string, summary: ProfileSummary): string 
   const areas = summary.by_area.map((a) => `${a.area} ${a.share}%`).join(', ');
   const fns = summary.top_functions.map((f) => `| ${f.share}% | \`${f.fn}\` | ${f.where} |`);
   return [
-    `### ${group}: docket node CPU profile (${summary.files} process${summary.files > 1 ? 'es' : ''}, ${summary.sampled_s} s, idle excluded)`,
+    `### ${group}: docket node CPU profile (${summary.files} process${summary.files > 1 ? 'es' : ''}, ${summary.sampled_s} s from the first command served to exit, idle excluded)`,
     '',
     `By area: ${areas}`,
     '',
