@@ -79,7 +79,9 @@ export interface DocketNode {
 
 export async function startNode(options: DocketOptions = {}): Promise<DocketNode> {
   const name = toNodeToken(options.nodeName ?? `${hostname()}-${process.pid}`);
-  const log = (options.logger ?? silentLogger).child({ component: 'node', node: name });
+  // Components log through children of `root`, so each line names one component.
+  const root = (options.logger ?? silentLogger).child({ node: name });
+  const log = root.child({ component: 'node' });
   const clock = options.clock ?? systemClock;
   const ownsConnection = options.nc === undefined;
   const nc = options.nc ?? (await connectNats({ ...(options.servers === undefined ? {} : { servers: options.servers }), name: `docket-${name}` }));
@@ -108,26 +110,26 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     }
   }
 
-  const tail = new LogTail(nc, store, log.child({ component: 'tail' }), fromSeq);
+  const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq);
   const started = Date.now();
   log.debug({ fromSeq, lastSeqAtStart }, 'folding the log');
-  await tail.start(lastSeqAtStart);
+  await tail.start();
   log.debug({ position: tail.position }, 'tail started');
-  await tail.waitFor(lastSeqAtStart);
+  await tail.waitForEnd(lastSeqAtStart);
   log.info({ events: lastSeqAtStart - fromSeq + 1, ms: Date.now() - started, jobs: store.size }, 'log folded');
 
   const events = new EventStore(nc);
   const catchUp = async (): Promise<void> => {
     const { state } = await jsm.streams.info(STREAM);
     let timer: NodeJS.Timeout | undefined;
-    // Bounded: if the stream's last messages were deleted, the tail never sees their sequence.
-    await Promise.race([tail.waitFor(state.last_seq), new Promise<void>((resolve) => (timer = setTimeout(resolve, CATCH_UP_MAX_MS)))]);
+    // Bounded all the same: a command should not wait long on a slow tail.
+    await Promise.race([tail.waitForEnd(state.last_seq), new Promise<void>((resolve) => (timer = setTimeout(resolve, CATCH_UP_MAX_MS)))]);
     clearTimeout(timer);
   };
   const context: CommandContext = { store, tail, events, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp };
   const queries: QueryContext = { store, progress, queueIndex };
 
-  const commands = new CommandService(nc, log.child({ component: 'commands' }));
+  const commands = new CommandService(nc, root.child({ component: 'commands' }));
   commands.register('submit', async (body) => {
     const command = validateSubmit(body);
     const results = await submit(context, command);
@@ -187,11 +189,11 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   if (checkpointPath && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
 
   // Leader-only reactors: the queue's dispatcher, its leases and its retries.
-  const leadership = new Leadership(nc, name, log.child({ component: 'leadership' }), options.leadershipLeaseMs ?? 5000, options.replicas ?? 1);
+  const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? 5000, options.replicas ?? 1);
   await leadership.start();
   const isLeader = (queue: string) => leadership.isLeader(queue);
-  const leases = new LeaseKeeper(context, isLeader, clock, log.child({ component: 'leases' }));
-  const retrier = new Retrier(context, isLeader, log.child({ component: 'retrier' }));
+  const leases = new LeaseKeeper(context, isLeader, clock, root.child({ component: 'leases' }));
+  const retrier = new Retrier(context, isLeader, root.child({ component: 'retrier' }));
   store.onChange(leases.apply);
   store.onChange(retrier.apply);
   const dispatchers = new Map<string, QueueDispatcher>();
@@ -204,7 +206,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
       // Recovery on start or takeover (DESIGN's matrix): fresh leases for running jobs, missing retries.
       leases.adopt(queue, store.values());
       retrier.adopt(queue, store.values());
-      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, log.child({ component: 'dispatcher', queue })));
+      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue })));
       dispatchers.get(queue)!.pump();
     } else {
       dispatchers.get(queue)?.stop();
@@ -217,7 +219,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     if (change.before === undefined) leadership.watch(change.after.queue);
   });
   leases.start();
-  const work = new WorkService(nc, context, leadership, (queue) => dispatchers.get(queue), leases, log.child({ component: 'work' }));
+  const work = new WorkService(nc, context, leadership, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }));
 
   await commands.start();
   await work.start();

@@ -2,7 +2,7 @@
  * The TypeScript SDK client: every command over NATS request/reply, and `events()`, an async
  * iterator over the event stream. It needs nothing from a node but the subjects.
  */
-import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type OrderedConsumerOptions } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, type ConsumerMessages, type OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Envelope, JobEvent } from '../../machines/index.js';
 import { fromErrorBody, type ErrorBody } from '../errors.js';
@@ -54,6 +54,8 @@ export class EventStream implements AsyncIterable<RecordedEvent> {
   private messages: ConsumerMessages | undefined;
   private closed = false;
 
+  private readonly calledAt = Date.now();
+
   constructor(nc: NatsConnection, private readonly options: EventsOptions) {
     this.ready = this.open(nc);
     // An unobserved failure surfaces on iteration instead.
@@ -65,8 +67,9 @@ export class EventStream implements AsyncIterable<RecordedEvent> {
     const from = this.options.from ?? 'now';
     let start: Partial<OrderedConsumerOptions>;
     if (from === 'now') {
-      const jsm = await jetstreamManager(nc);
-      start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: (await jsm.streams.info(STREAM)).state.last_seq + 1 };
+      // "Now" is when events() was called, not when the consumer exists: an event appended in
+      // between is stored with a later time and is delivered.
+      start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(this.calledAt).toISOString() };
     } else if (from === 'all') start = { deliver_policy: DeliverPolicy.All };
     else if (typeof from === 'number') start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from };
     else start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.toISOString() };
@@ -160,8 +163,8 @@ export class Client {
 
   /**
    * Events from the stream, in stream order. Starts now unless `from` says otherwise: "now" is
-   * fixed when this is called (the stream's last sequence then), not when iteration begins, and
-   * `ready` resolves once the subscription is in place.
+   * the time of this call (events stored from then on), not when iteration begins, and `ready`
+   * resolves once the subscription is in place.
    */
   events(options: EventsOptions = {}): EventStream {
     return new EventStream(this.nc, options);

@@ -3,12 +3,15 @@
  * JobStore. Its position (the last stream sequence applied) is what `waitFor` awaits: a command
  * that lost an append race waits for the tail to pass the winner's sequence, then decides again.
  */
-import { DeliverPolicy, jetstream, type ConsumerMessages } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../logger.js';
 import { decodeEnvelope, isJobEvent, UndecodableEventError } from '../nats/codec.js';
 import { EVENT_SUBJECTS, parseEventSubject, STREAM } from '../nats/subjects.js';
 import type { JobStore } from './job-store.js';
+
+/** How long the tail waits for a message before asking the stream whether one is coming. */
+const END_PROBE_MS = 500;
 
 interface Waiter {
   readonly seq: number;
@@ -32,13 +35,8 @@ export class LogTail {
     this.position = fromSeq - 1;
   }
 
-  /**
-   * Starts following. `endSeq` is the stream's last sequence when the caller looked: if the
-   * messages up to it were deleted (purged), no message will carry it, so the consumer's pending
-   * count tells when everything up to it has been seen.
-   */
-  async start(endSeq = 0): Promise<void> {
-    this.endHint = endSeq;
+  /** Starts following from the constructor's sequence. */
+  async start(): Promise<void> {
     const js = jetstream(this.nc);
     const consumer = await js.consumers.get(STREAM, {
       filter_subjects: EVENT_SUBJECTS,
@@ -47,20 +45,41 @@ export class LogTail {
     });
     this.messages = await consumer.consume({
       max_messages: 10_000,
-      callback: (msg) => this.applyMessage(msg.seq, msg.subject, msg.data, msg.info.pending),
+      callback: (msg) => this.applyMessage(msg.seq, msg.subject, msg.data),
     });
-    const info = await consumer.info();
-    if (info.num_pending === 0 && info.delivered.consumer_seq === 0 && this.position < endSeq) {
-      // Nothing to deliver at all from our start: every message up to endSeq is gone.
-      this.position = endSeq;
-      this.release();
+  }
+
+  /**
+   * Resolves once everything up to `endSeq` (a stream last sequence read earlier) is folded.
+   * Messages up to it may have been deleted (a purge), and then no message carries that
+   * sequence; the consumer's pending count is no help (nats-server 2.9 reports it inexactly).
+   * So while waiting, ask the stream directly for the next stored message after our position:
+   * if there is none up to endSeq, the rest was deleted and the position moves to endSeq.
+   */
+  async waitForEnd(endSeq: number): Promise<void> {
+    const jsm = await jetstreamManager(this.nc);
+    while (this.position < endSeq) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.waitFor(endSeq), new Promise<void>((resolve) => (timer = setTimeout(resolve, END_PROBE_MS)))]);
+      clearTimeout(timer);
+      if (this.position >= endSeq) return;
+      const from = this.position + 1;
+      const next = await jsm.direct.getMessage(STREAM, { seq: from, next_by_subj: EVENT_SUBJECTS }).catch(() => null);
+      if (next === null || next.seq > endSeq) {
+        // Nothing stored in (position, endSeq]: whatever is in flight to us is past endSeq.
+        if (this.position < endSeq) {
+          this.log.warn({ from, to: endSeq }, 'events deleted from the stream; skipped');
+          this.position = endSeq;
+          this.release();
+        }
+        return;
+      }
+      this.log.debug({ position: this.position, next: next.seq, endSeq }, 'still folding');
     }
   }
 
-  private endHint = 0;
-
   /** Folds one stored message. Public so that a bulk replay can feed the same path. */
-  applyMessage(seq: number, subject: string, data: Uint8Array, pending?: number): void {
+  applyMessage(seq: number, subject: string, data: Uint8Array): void {
     if (seq <= this.position) return;
     const parsed = parseEventSubject(subject);
     // This node's own appends were applied from their acks: skip decoding them a second time.
@@ -77,15 +96,15 @@ export class LogTail {
           this.skipped += 1;
         }
       } catch (err) {
-        if (!(err instanceof UndecodableEventError)) throw err;
+        // Never let one message stop the tail: the consumer would stop delivering silently.
         this.skipped += 1;
-        this.log.warn({ seq, subject, err }, 'undecodable event skipped');
+        if (err instanceof UndecodableEventError) this.log.warn({ seq, subject, err }, 'undecodable event skipped');
+        else this.log.error({ seq, subject, err }, 'folding an event failed');
       }
     } else {
       this.skipped += 1;
     }
-    // Nothing pending after this message: anything up to the end hint was deleted.
-    this.position = pending === 0 && this.endHint > seq ? this.endHint : seq;
+    this.position = seq;
     if (this.waiters.length > 0 && this.waiters[0]!.seq <= seq) this.release();
   }
 
