@@ -1,0 +1,428 @@
+/**
+ * The TypeScript Worker end to end against a real nats-server (issue 3): concurrency, results,
+ * thrown errors, NonRetryableJobError, the AbortSignal on cancel, progress, close() draining;
+ * then two nodes on one stream: work requests forwarded from a follower to the leader, and a
+ * follower taking the queue over when the leader closes or its connection dies.
+ *
+ * Real time here (the Worker heartbeats on timers): leases are long enough never to lapse by
+ * accident, and every wait is on an event or the store, with a deadline.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { Client } from '../../src/client/client.js';
+import { Worker as DocketWorker, type WorkerHandler, type WorkerOptions } from '../../src/client/worker.js';
+import { NonRetryableJobError } from '../../src/errors.js';
+import { retryJobId } from '../../src/ids.js';
+import { subjects } from '../../src/nats/subjects.js';
+import type { DocketNode } from '../../src/node.js';
+import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+import { caughtUp, openResources, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
+import { claim, complete, deferred, doubleOpenRuns, eventually, fence, heartbeat, leadNow, maxOpenRuns, until, untilJob, work } from '../support/worker-helpers.js';
+
+let server: TestNatsServer;
+let node: DocketNode;
+let client: Client;
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+let nodeSerial = 0;
+const workers = new Set<DocketWorker>();
+
+function startFileNode(options: { leadershipLeaseMs?: number; nc?: NatsConnection } = {}): Promise<DocketNode> {
+  return startTrackedNode(server, { nodeName: `workers-${++nodeSerial}`, ...options });
+}
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  node = await startFileNode();
+  client = await Client.connect({ servers: server.url });
+  nc = await connect({ servers: server.url, name: 'workers-test' });
+  jsm = await jetstreamManager(nc);
+});
+
+afterAll(async () => {
+  for (const w of workers) await w.close();
+  await client?.close();
+  await nc?.drain();
+  await node?.close();
+  await server?.stop();
+});
+
+afterEach(async () => {
+  // Leak check: every worker a test started drains and closes within 5 s (no handler left
+  // hanging), and only the file's node is open.
+  const hung: string[] = [];
+  for (const w of workers) {
+    const closed = await Promise.race([w.close().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 5_000))]);
+    if (!closed) hung.push(w.id);
+  }
+  workers.clear();
+  expect(hung).toEqual([]);
+  expect(openResources()).toHaveLength(1);
+});
+
+/** A started Worker on the file's server, tracked for the leak check. */
+async function startWorker(queue: string, handler: WorkerHandler, options: Partial<WorkerOptions> = {}): Promise<DocketWorker> {
+  const w = new DocketWorker({ servers: server.url, queue, handler, leaseMs: 30_000, claimWaitMs: 500, ...options });
+  workers.add(w);
+  await w.start();
+  return w;
+}
+
+async function submitMany(queue: string, n: number, spec: Record<string, unknown> = {}): Promise<string[]> {
+  const { jobs } = await client.submitBatch(Array.from({ length: n }, (_, i) => ({ queue, params: { n: i }, ...spec })));
+  return jobs.map((j) => {
+    if (!j.ok) throw new Error(`submit failed: ${j.error.message}`);
+    return j.job_id;
+  });
+}
+
+function allEnded(ids: readonly string[], status = 'succeeded'): (store: DocketNode['store']) => boolean {
+  return (store) => ids.every((id) => store.get(id)?.state.job.value === status);
+}
+
+describe('Worker', () => {
+  test('never runs more than `concurrency` handlers at once; results are stored', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const ids = await submitMany(queue, 9);
+    const gate = deferred();
+    const three = deferred();
+    let active = 0;
+    let maxActive = 0;
+    const w = await startWorker(queue, async (job) => {
+      active += 1;
+      maxActive = Math.max(maxActive, active);
+      if (active === 3) three.resolve();
+      await gate.promise;
+      active -= 1;
+      return { doubled: (job.params['n'] as number) * 2 };
+    }, { concurrency: 3 });
+    await three.promise;
+    // Three runs are open and the worker asks for no more while its slots are full.
+    await caughtUp(node, jsm);
+    const running = ids.filter((id) => node.store.get(id)?.state.job.value === 'running');
+    expect(running).toHaveLength(3);
+    expect(w.inFlight).toBe(3);
+    gate.resolve();
+    await until(node, allEnded(ids), 'all nine succeeded');
+    await eventually(() => w.inFlight === 0, 'the worker saw its last completion acknowledged');
+    expect(maxActive).toBe(3);
+    expect(w.counts).toEqual({ succeeded: 9, failed: 0, lost: 0 });
+    const log = await queueLog(nc, queue);
+    expect(maxOpenRuns(log)).toBe(3);
+    expect(doubleOpenRuns(log)).toEqual([]);
+    for (const [i, id] of ids.entries()) {
+      expect((await client.get(id)).run).toMatchObject({ status: 'completed', result: { doubled: i * 2 }, worker: w.id, pid: process.pid });
+    }
+  });
+
+  test('jobs arriving one at a time while claims are parked: still never more than `concurrency` at once', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    let active = 0;
+    let maxActive = 0;
+    const w = await startWorker(queue, async (job) => {
+      active += 1;
+      maxActive = Math.max(maxActive, active);
+      // The handler's own work: a few milliseconds, varying by job.
+      await new Promise((r) => setTimeout(r, (job.params['n'] as number) % 7));
+      active -= 1;
+    }, { concurrency: 4, claimWaitMs: 200 });
+    const ids: string[] = [];
+    for (let i = 0; i < 40; i++) ids.push((await client.submit({ queue, params: { n: i } })).job_id);
+    await until(node, allEnded(ids), 'all forty succeeded');
+    await eventually(() => w.counts.succeeded === 40, 'the worker counted forty successes');
+    expect(maxActive).toBeLessThanOrEqual(4);
+    const log = await queueLog(nc, queue);
+    expect(maxOpenRuns(log)).toBeLessThanOrEqual(4);
+    expect(doubleOpenRuns(log)).toEqual([]);
+  });
+
+  test('a thrown error fails the run with its message; NonRetryableJobError ends the chain; a retry then succeeds', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const noBackoff = { base_ms: 0, max_ms: 0, jitter: 0 };
+    const [plain] = await submitMany(queue, 1, { params: { kind: 'plain' }, max_attempts: 1 });
+    const [fatal] = await submitMany(queue, 1, { params: { kind: 'fatal' }, max_attempts: 5, backoff: noBackoff });
+    const [flaky] = await submitMany(queue, 1, { params: { kind: 'flaky' }, max_attempts: 2, backoff: noBackoff });
+    await startWorker(queue, (job) => {
+      switch (job.params['kind']) {
+        case 'plain':
+          throw new Error('kaput');
+        case 'fatal':
+          throw new NonRetryableJobError('bad input');
+        default:
+          if (job.attempt === 1) throw new TypeError('flaky once');
+          return { attempt: job.attempt };
+      }
+    }, { concurrency: 2 });
+    const flakyRetry = retryJobId(flaky!, 1);
+    await until(node, (s) => s.get(plain!)?.state.job.value === 'failed' && s.get(fatal!)?.state.job.value === 'failed' && s.get(flakyRetry)?.state.job.value === 'succeeded', 'plain and fatal failed, flaky retried and succeeded');
+
+    const p = await client.get(plain!);
+    expect(p.job).toMatchObject({ status: 'failed', end_reason: 'error' });
+    expect(p.run).toMatchObject({ status: 'failed', failure_reason: 'error', error: { message: 'kaput', retryable: true, stack: expect.stringContaining('kaput') } });
+    const f = await client.get(fatal!);
+    expect(f.run).toMatchObject({ status: 'failed', error: { message: 'bad input', retryable: false } });
+    await fence(node);
+    expect(node.store.get(retryJobId(fatal!, 1))).toBeUndefined();
+    expect(node.store.get(retryJobId(plain!, 1))).toBeUndefined();
+    expect((await client.get(flaky!)).run).toMatchObject({ error: { message: 'flaky once' } });
+    expect((await client.get(flakyRetry)).job).toMatchObject({ retry_of: flaky, attempt: 2, status: 'succeeded' });
+    expect((await client.get(flakyRetry)).run).toMatchObject({ result: { attempt: 2 } });
+  });
+
+  test('cancelling a running job fires the handler\'s AbortSignal; its late completion is refused', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const [jobId] = await submitMany(queue, 1);
+    const started = deferred<AbortSignal>();
+    const aborted = deferred<unknown>();
+    const w = await startWorker(queue, async (_job, ctx) => {
+      started.resolve(ctx.signal);
+      await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+      aborted.resolve(ctx.signal.reason);
+      return 'finished anyway'; // a handler that ignores the abort: its completion must be refused
+    }, { leaseMs: 1_500 }); // heartbeats every 500 ms
+    await started.promise;
+    const cancelledAt = performance.now();
+    await client.cancel(jobId!);
+    const reason = await aborted.promise;
+    expect(performance.now() - cancelledAt).toBeLessThan(2_000);
+    expect(String(reason)).toMatch(/no longer holds/);
+    await eventually(() => w.inFlight === 0 && w.counts.lost === 1, 'the refused completion');
+    expect(w.counts).toEqual({ succeeded: 0, failed: 0, lost: 1 });
+    const detail = await client.get(jobId!);
+    expect(detail.job.status).toBe('cancelled');
+    expect(detail.run).toMatchObject({ status: 'failed', failure_reason: 'cancelled', result: null });
+  });
+
+  test('progress() is sent with the next heartbeat, as its documentation says', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const beats: unknown[] = [];
+    const sub = nc.subscribe(subjects.work(queue, 'heartbeat'), {
+      callback: (_err, msg) => {
+        beats.push(msg.json());
+      },
+    });
+    await nc.flush();
+    const reported = deferred();
+    const gate = deferred();
+    await submitMany(queue, 1);
+    await startWorker(queue, async (_job, ctx) => {
+      ctx.progress({ pct: 50 });
+      reported.resolve();
+      await gate.promise;
+    }, { leaseMs: 1_500 });
+    try {
+      await reported.promise;
+      // Heartbeats go every 500 ms on the worker's timer; wait for three.
+      await eventually(() => beats.length >= 3, 'three heartbeats', 5_000);
+      expect(beats.map((b) => JSON.stringify(b)).join('\n')).toContain('"pct":50');
+    } finally {
+      gate.resolve();
+      sub.unsubscribe();
+    }
+  });
+
+  test('close() stops claiming and drains: it resolves only after the in-flight run has finished', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const [jobId] = await submitMany(queue, 1);
+    const started = deferred();
+    const gate = deferred();
+    const w = await startWorker(queue, async () => {
+      started.resolve();
+      await gate.promise;
+      return 'drained';
+    });
+    await started.promise;
+    let closed = false;
+    const closing = w.close().then(() => {
+      closed = true;
+    });
+    // While the run is in flight close() waits; a job submitted meanwhile is not started.
+    await new Promise((r) => setTimeout(r, 700)); // longer than claimWaitMs: the claim loop has ended
+    const [later] = await submitMany(queue, 1);
+    expect(closed).toBe(false);
+    gate.resolve();
+    await closing;
+    expect(w.inFlight).toBe(0);
+    await caughtUp(node, jsm);
+    expect((await client.get(jobId!)).run).toMatchObject({ status: 'completed', result: 'drained' });
+    expect(node.store.get(later!)?.state.job.value).toBe('queued');
+    await client.cancel(later!);
+  });
+
+  test('close() of an idle worker returns within claimWaitMs', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const w = await startWorker(queue, () => null, { claimWaitMs: 300 });
+    const t = performance.now();
+    await w.close();
+    expect(performance.now() - t).toBeLessThan(1_500);
+  });
+});
+
+describe('two nodes on one stream', () => {
+  /** A server of the test's own (so no third node can take the queue), a client and a raw connection. */
+  async function ownServer(): Promise<{ server: TestNatsServer; client: Client; nc: NatsConnection; jsm: JetStreamManager; nodes: DocketNode[]; start(options?: { leadershipLeaseMs?: number; nc?: NatsConnection }): Promise<DocketNode>; close(): Promise<void> }> {
+    const own = await startNatsServer();
+    const ownClient = await Client.connect({ servers: own.url });
+    const ownNc = await connect({ servers: own.url, name: 'two-nodes-test' });
+    const nodes: DocketNode[] = [];
+    return {
+      server: own,
+      client: ownClient,
+      nc: ownNc,
+      jsm: await jetstreamManager(ownNc),
+      nodes,
+      async start(options = {}) {
+        const started = await startTrackedNode(own, { nodeName: `pair-${++nodeSerial}`, ...options });
+        nodes.push(started);
+        return started;
+      },
+      async close() {
+        for (const w of workers) await w.close();
+        for (const n of nodes) await n.close().catch(() => undefined);
+        await ownClient.close();
+        await ownNc.drain();
+        await own.stop();
+      },
+    };
+  }
+
+  test('work requests landing on the follower are forwarded to the leader and served', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const env = await ownServer();
+    try {
+      await env.start();
+      await env.start();
+      const leader = await leadNow(env.nc, queue, env.nodes);
+      const follower = env.nodes.find((n) => n !== leader)!;
+      expect(follower.leadership.isLeader(queue)).toBe(false);
+      // Watch the leader's private inbox: a request there came through the follower.
+      let forwarded = 0;
+      const sub = env.nc.subscribe(subjects.leaderInbox(leader.name), { callback: () => void (forwarded += 1) });
+      await env.nc.flush();
+      const { jobs } = await env.client.submitBatch(Array.from({ length: 12 }, (_, i) => ({ queue, params: { n: i } })));
+      const ids = jobs.map((j) => (j.ok ? j.job_id : ''));
+      await caughtUp(leader, env.jsm);
+      try {
+        const claimed: string[] = [];
+        for (let i = 0; i < 12; i++) {
+          const [job] = await claim(env.nc, queue, { lease_ms: 60_000 });
+          claimed.push(job!.job_id);
+          expect(await heartbeat(env.nc, queue, [job!.run_id])).toEqual([]);
+          expect(await complete(env.nc, queue, job!, i)).toMatchObject({ ok: true, status: 'succeeded' });
+        }
+        expect(claimed).toEqual(ids);
+      } finally {
+        sub.unsubscribe();
+      }
+      // 36 requests in a queue group of two: some went through the follower (p of none = 2^-36).
+      expect(forwarded).toBeGreaterThan(0);
+      expect(doubleOpenRuns(await queueLog(env.nc, queue))).toEqual([]);
+    } finally {
+      await env.close();
+    }
+  });
+
+  test('when the leader closes, the other node takes the queue over and serves the worker', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const env = await ownServer();
+    try {
+      await env.start({ leadershipLeaseMs: 1_000 });
+      await env.start({ leadershipLeaseMs: 1_000 });
+      const leader = await leadNow(env.nc, queue, env.nodes);
+      const other = env.nodes.find((n) => n !== leader)!;
+      const w = new DocketWorker({ servers: env.server.url, queue, handler: (job) => ({ n: job.params['n'] as number }), concurrency: 2, leaseMs: 3_000, claimWaitMs: 300 });
+      workers.add(w);
+      await w.start();
+      const submit = async () => (await env.client.submitBatch(Array.from({ length: 5 }, (_, i) => ({ queue, params: { n: i } })))).jobs.map((j) => (j.ok ? j.job_id : ''));
+      const firstBatch = await submit();
+      await until(other, allEnded(firstBatch), 'first batch done');
+
+      const closedAt = performance.now();
+      await leader.close();
+      const secondBatch = await submit();
+      await until(other, allEnded(secondBatch), 'second batch done on the other node');
+      expect(performance.now() - closedAt).toBeLessThan(5_000);
+      expect(other.leadership.isLeader(queue)).toBe(true);
+      await eventually(() => w.counts.succeeded === 10, 'the worker counted ten successes');
+      expect(doubleOpenRuns(await queueLog(env.nc, queue))).toEqual([]);
+    } finally {
+      await env.close();
+    }
+  });
+
+  test('a work request reaching the follower right after the leader closed is served, not refused', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const env = await ownServer();
+    try {
+      await env.start({ leadershipLeaseMs: 3_000 });
+      await env.start({ leadershipLeaseMs: 3_000 });
+      const leader = await leadNow(env.nc, queue, env.nodes);
+      const other = env.nodes.find((n) => n !== leader)!;
+      // Let the follower learn who leads (it caches the leader when it forwards).
+      for (let i = 0; i < 10; i++) expect((await work(env.nc, queue, 'heartbeat', { run_ids: [] })).ok).toBe(true);
+      await leader.close(); // releases the lease: expires_at 0
+      // Only the follower is left; the leader it cached is gone and gave up the lease.
+      const reply = await work(env.nc, queue, 'heartbeat', { run_ids: [] });
+      expect(reply).toEqual({ ok: true, lost: [] });
+      expect(other.leadership.isLeader(queue)).toBe(true);
+    } finally {
+      await env.close();
+    }
+  });
+
+  test('when the leader\'s connection dies, the other node takes over after the lease and the in-flight run completes', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const env = await ownServer();
+    const doomedNc = await connect({ servers: env.server.url, name: 'doomed-node' });
+    let releaseGate = () => {};
+    try {
+      // The doomed node starts alone, so it takes the queue.
+      const doomed = await env.start({ leadershipLeaseMs: 1_000, nc: doomedNc });
+      expect(await leadNow(env.nc, queue, [doomed])).toBe(doomed);
+      const survivor = await env.start({ leadershipLeaseMs: 1_000 });
+      const started = deferred<string>();
+      const gate = deferred();
+      releaseGate = () => gate.resolve();
+      const w = new DocketWorker({
+        servers: env.server.url,
+        queue,
+        concurrency: 2,
+        leaseMs: 1_500,
+        claimWaitMs: 300,
+        handler: async (job) => {
+          if (job.params['n'] === 0) {
+            started.resolve(job.run_id);
+            await gate.promise;
+          }
+          return 'ok';
+        },
+      });
+      workers.add(w);
+      await w.start();
+      const [held] = (await env.client.submitBatch([{ queue, params: { n: 0 } }])).jobs.map((j) => (j.ok ? j.job_id : ''));
+      const runId = await started.promise;
+
+      const crashedAt = performance.now();
+      await doomedNc.close(); // a crash: no lease given up, nothing drained
+      await eventually(() => survivor.leadership.isLeader(queue), 'the survivor leads');
+      expect(performance.now() - crashedAt).toBeLessThan(5_000);
+      // The survivor adopted the running job; the worker's heartbeats keep it alive.
+      expect(survivor.leases.size).toBe(1);
+      releaseGate();
+      await untilJob(survivor, held!, (r) => r.state.job.value === 'succeeded', 'the in-flight run completed through the survivor');
+      expect(survivor.store.get(held!)?.state.run.context.run_id).toBe(runId);
+      const more = (await env.client.submitBatch(Array.from({ length: 4 }, () => ({ queue, params: { n: 9 } })))).jobs.map((j) => (j.ok ? j.job_id : ''));
+      await until(survivor, allEnded(more), 'new jobs served by the survivor');
+      expect(w.counts.lost).toBe(0);
+      expect(doubleOpenRuns(await queueLog(env.nc, queue))).toEqual([]);
+      // The crashed node's close() must not throw although its connection is gone.
+      const closing = doomed.close();
+      await expect(closing).resolves.toBeUndefined();
+    } finally {
+      releaseGate();
+      await env.close();
+    }
+  });
+});
