@@ -192,13 +192,11 @@ export class Worker {
     void (async () => {
       try {
         const result = await this.options.handler(job, ctx);
-        await this.finish('complete', { run_id: job.run_id, job_id: job.job_id, result: result ?? null }, log);
-        this.counts.succeeded += 1;
+        if (await this.finish('complete', { run_id: job.run_id, job_id: job.job_id, result: result ?? null }, log)) this.counts.succeeded += 1;
       } catch (err) {
         const error = coerceError(err);
         const body = { run_id: job.run_id, job_id: job.job_id, error: { message: error.message || error.name, ...(error.stack ? { stack: error.stack.slice(0, 8_000) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
-        await this.finish('fail', body, log);
-        this.counts.failed += 1;
+        if (await this.finish('fail', body, log)) this.counts.failed += 1;
       } finally {
         this.active.delete(job.run_id);
         this.changed();
@@ -207,29 +205,37 @@ export class Worker {
   }
 
   /** Reports a run's end; resent on unavailability (idempotent by run id). A stale run is dropped. */
-  private async finish(verb: 'complete' | 'fail', body: unknown, log: Logger): Promise<void> {
+  /** true when the leader took it; false when the run had lost its job (counted as lost). */
+  private async finish(verb: 'complete' | 'fail', body: unknown, log: Logger): Promise<boolean> {
     for (let attempt = 0; attempt < 20; attempt++) {
       try {
         await this.request(verb, body, 10_000);
-        return;
+        return true;
       } catch (err) {
         if (err instanceof DocketError && err.code !== 'unavailable') {
           // stale_run / invalid_transition: the run lost its job; the log already says how.
           log.warn({ err }, `${verb} refused`);
           this.counts.lost += 1;
-          return;
+          return false;
         }
         await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
       }
     }
     log.error(`${verb} not delivered; the lease will lapse`);
+    return false;
   }
 
   private async heartbeat(): Promise<void> {
     if (this.active.size === 0 || !this.nc) return;
     const runIds = [...this.active.keys()];
+    const progress: Record<string, Json> = {};
+    for (const [runId, entry] of this.active) {
+      if (entry.progress !== undefined) progress[runId] = entry.progress;
+      entry.progress = undefined;
+    }
+    const body = Object.keys(progress).length > 0 ? { worker: this.id, run_ids: runIds, progress } : { worker: this.id, run_ids: runIds };
     try {
-      const { lost } = await this.request<{ lost: string[] }>('heartbeat', { worker: this.id, run_ids: runIds }, 5_000);
+      const { lost } = await this.request<{ lost: string[] }>('heartbeat', body, 5_000);
       for (const runId of lost) {
         const entry = this.active.get(runId);
         if (entry && !entry.controller.signal.aborted) {

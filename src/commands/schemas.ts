@@ -122,7 +122,12 @@ export const claimSchema = z
   })
   .strict();
 export const heartbeatSchema = z
-  .object({ worker: z.string().max(200).optional(), run_ids: z.array(idToken).max(Limits.MaxClaimJobs * 10) })
+  .object({
+    worker: z.string().max(200).optional(),
+    run_ids: z.array(idToken).max(Limits.MaxClaimJobs * 10),
+    /** Latest progress per run id, as the handler reported it (logged by the leader, not stored). */
+    progress: z.record(idToken, jsonValue).optional(),
+  })
   .strict();
 export const completeSchema = z.object({ run_id: idToken, job_id: idToken, result: jsonValue.optional(), exit_code: z.number().int().optional() }).strict();
 export const jobErrorSchema = z

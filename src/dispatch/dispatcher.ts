@@ -31,6 +31,8 @@ export interface ClaimedJob {
 interface Waiter {
   readonly request: ClaimCommand;
   readonly resolve: (jobs: ClaimedJob[]) => void;
+  /** Real time (ms) when the claim is answered with no jobs. */
+  readonly deadline: number;
   timer: NodeJS.Timeout | undefined;
 }
 
@@ -57,18 +59,21 @@ export class QueueDispatcher {
   claim(request: ClaimCommand): Promise<ClaimedJob[]> {
     if (this.stopped) return Promise.resolve([]);
     return new Promise((resolve) => {
-      const waiter: Waiter = { request, resolve, timer: undefined };
+      const waiter: Waiter = { request, resolve, deadline: Date.now() + (request.wait_ms ?? 0), timer: undefined };
       this.waiters.push(waiter);
       this.pump();
-      if (this.waiters.includes(waiter)) {
-        const waitMs = request.wait_ms ?? 0;
-        waiter.timer = setTimeout(() => {
-          const i = this.waiters.indexOf(waiter);
-          if (i >= 0) this.waiters.splice(i, 1);
-          resolve([]);
-        }, waitMs);
-      }
+      if (this.waiters.includes(waiter)) this.armWaiter(waiter);
     });
+  }
+
+  /** Answers the claim with no jobs at its deadline, unless jobs come first. */
+  private armWaiter(waiter: Waiter): void {
+    clearTimeout(waiter.timer);
+    waiter.timer = setTimeout(() => {
+      const i = this.waiters.indexOf(waiter);
+      if (i >= 0) this.waiters.splice(i, 1);
+      waiter.resolve([]);
+    }, Math.max(0, waiter.deadline - Date.now()));
   }
 
   /** Hands ready jobs to waiting claims. Synchronous up to the appends, which run in parallel. */
@@ -91,9 +96,10 @@ export class QueueDispatcher {
           waiter.resolve(jobs);
           return;
         }
-        // Every taken job was refused (e.g. cancelled meanwhile): the claim waits on.
+        // Every taken job was refused (e.g. cancelled meanwhile): the claim waits on, until its
+        // deadline, for the next wake-up (not a re-pump now, which could spin on a refused job).
         this.waiters.unshift(waiter);
-        this.pump();
+        this.armWaiter(waiter);
       });
     }
     this.armDueTimer();

@@ -10,7 +10,7 @@ import { errorReply, replyBytes } from '../commands/command-service.js';
 import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
 import { claimSchema, completeSchema, failSchema, heartbeatSchema } from '../commands/schemas.js';
 import { parseJson, validate } from '../commands/validate.js';
-import { coerceError, DocketError, UnavailableError } from '../errors.js';
+import { coerceError, DocketError, InvalidRequestError, UnavailableError } from '../errors.js';
 import type { JobError } from '../../machines/index.js';
 import type { Logger } from '../logger.js';
 import { COMMAND_QUEUE_GROUP, parseWorkSubject, subjects, type WorkVerb } from '../nats/subjects.js';
@@ -66,13 +66,22 @@ export class WorkService {
     const parsed = parseWorkSubject(msg.subject);
     if (!parsed) return this.respond(msg, errorReply(new UnavailableError(`unknown work subject ${msg.subject}`), this.log));
     try {
-      const leader = await this.leaderOf(parsed.queue);
-      if (!leader) throw new UnavailableError(`queue ${parsed.queue} has no leader yet; retry`);
-      if (leader.node === this.leadership.node) return await this.serve(msg);
-      const body = parseJson(msg.data) as { wait_ms?: number };
-      const timeout = (typeof body.wait_ms === 'number' ? body.wait_ms : 0) + FORWARD_SLACK_MS;
-      const reply = await this.nc.request(subjects.leaderWork(leader.node, parsed.queue, parsed.verb), msg.data, { timeout });
-      if (msg.reply) msg.respond(reply.data);
+      // Twice at most: a leader that just stopped has no responders; look the lease up again.
+      for (let attempt = 0; ; attempt++) {
+        const leader = await this.leaderOf(parsed.queue);
+        if (!leader) throw new UnavailableError(`queue ${parsed.queue} has no leader yet; retry`);
+        if (leader.node === this.leadership.node) return await this.serve(msg);
+        const body = parseJson(msg.data) as { wait_ms?: number };
+        const timeout = (typeof body.wait_ms === 'number' ? body.wait_ms : 0) + FORWARD_SLACK_MS;
+        try {
+          const reply = await this.nc.request(subjects.leaderWork(leader.node, parsed.queue, parsed.verb), msg.data, { timeout });
+          if (msg.reply) msg.respond(reply.data);
+          return;
+        } catch (err) {
+          this.leaders.delete(parsed.queue);
+          if (attempt >= 1 || !/no responders/i.test(coerceError(err).message)) throw err;
+        }
+      }
     } catch (err) {
       this.leaders.delete(parsed.queue);
       const reason = err instanceof DocketError ? err : new UnavailableError(`leader did not answer: ${coerceError(err).message}`, { cause: err });
@@ -102,10 +111,12 @@ export class WorkService {
       }
       case 'heartbeat': {
         const request = validate(heartbeatSchema, body);
+        for (const [runId, progress] of Object.entries(request.progress ?? {})) this.log.info({ queue, runId, progress }, 'progress');
         return { lost: this.leases.heartbeat(queue, request.run_ids) };
       }
       case 'complete': {
         const request = validate(completeSchema, body);
+        this.assertQueue(queue, request.job_id);
         const { record } = await transitionJob(this.ctx, request.job_id, `complete:${request.run_id}`, (current, eventId) =>
           envelope(this.ctx, 'job.succeeded', current.queue, eventId, {
             run_id: request.run_id,
@@ -117,6 +128,7 @@ export class WorkService {
       }
       case 'fail': {
         const request = validate(failSchema, body);
+        this.assertQueue(queue, request.job_id);
         const { record } = await transitionJob(this.ctx, request.job_id, `fail:${request.run_id}`, (current, eventId) =>
           envelope(this.ctx, 'job.failed', current.queue, eventId, {
             run_id: request.run_id,
@@ -132,6 +144,12 @@ export class WorkService {
         throw new UnavailableError(`unknown verb ${String(unhandled)}`);
       }
     }
+  }
+
+  /** A completion must come on its job's queue: the subject names which leader decides it. */
+  private assertQueue(queue: string, jobId: string): void {
+    const record = this.ctx.store.get(jobId);
+    if (record && record.queue !== queue) throw new InvalidRequestError(`job ${jobId} is in queue ${record.queue}, not ${queue}`, { details: { job_id: jobId } });
   }
 
   private respond(msg: Msg, reply: Record<string, unknown>): void {

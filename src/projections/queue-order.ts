@@ -131,12 +131,21 @@ export class QueueOrder {
     return undefined;
   }
 
-  /** Returns a taken job whose claim did not land to its place in the order. */
+  /**
+   * Returns a taken job whose claim did not land to its place in the order; a job the machine
+   * found not yet due (the clock moved back) waits among the delayed again.
+   */
   release(queue: string, jobId: string): void {
     const line = this.lines.get(queue);
     if (!line || !line.taken.delete(jobId)) return;
     const entry = line.queued.get(jobId);
-    if (entry && entry.inReady) line.ready.push(entry);
+    if (!entry || !entry.inReady) return;
+    if (entry.runAtMs > this.now()) {
+      entry.inReady = false;
+      line.delayed.push({ jobId, runAtMs: entry.runAtMs });
+    } else {
+      line.ready.push(entry);
+    }
   }
 
   /** Ready jobs in order (a pure function of the log and the clock), then delayed by run_at. */

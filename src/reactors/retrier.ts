@@ -26,7 +26,9 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
   const retryId = retryJobId(failed.jobId, job.attempt);
   const finishedMs = job.finished_at === null ? ctx.clock.now() : Date.parse(job.finished_at);
   const runAtMs = options.manual ? ctx.clock.now() : finishedMs + backoffDelayMs(job.backoff, job.attempt, failed.jobId);
-  const event = envelope(ctx, 'job.submitted', failed.queue, eventIdFor(`retry:${failed.jobId}`, retryId), {
+  // The automatic and the manual retry are different commands: a manual retry of a job whose
+  // automatic retry exists finds that job (created:false) rather than claiming it as its own.
+  const event = envelope(ctx, 'job.submitted', failed.queue, eventIdFor(`${options.manual ? 'manual-retry' : 'retry'}:${failed.jobId}`, retryId), {
     job_id: retryId,
     key: job.key,
     params: job.params,
