@@ -6,7 +6,8 @@
  */
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/nats-core';
-import type { Json, JsonObject } from '../../machines/index.js';
+import type { Json } from '../../machines/index.js';
+import type { ClaimedJob } from '../commands/schemas.js';
 import { coerceError, DocketError, fromErrorBody, NonRetryableJobError, type ErrorBody } from '../errors.js';
 import { randomIds } from '../ids.js';
 import { silentLogger, type Logger } from '../logger.js';
@@ -16,16 +17,8 @@ import { subjects, type WorkVerb } from '../nats/subjects.js';
 /** Claims a worker keeps open at once. */
 const MAX_CLAIMS_IN_FLIGHT = 4;
 
-export interface WorkerJob {
-  readonly job_id: string;
-  readonly run_id: string;
-  readonly queue: string;
-  readonly key: unknown;
-  readonly params: JsonObject;
-  readonly attempt: number;
-  readonly max_attempts: number;
-  readonly lease_ms: number;
-}
+/** A claimed job as the handler receives it (the claim reply's item). */
+export type WorkerJob = ClaimedJob;
 
 export interface WorkerJobContext {
   /** The run id: a fencing token to hand to downstream systems. */

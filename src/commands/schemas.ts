@@ -3,7 +3,7 @@
  * these) the JSON Schemas shipped in schemas/. Unknown fields are refused.
  */
 import { z } from 'zod';
-import { Priority } from '../../machines/index.js';
+import { Priority, type JsonObject } from '../../machines/index.js';
 import { QUEUE_NAME } from '../nats/subjects.js';
 import { Limits } from './limits.js';
 
@@ -148,6 +148,18 @@ export const moveSchema = z
   .refine((m) => m.before !== undefined || m.after !== undefined || m.priority !== undefined, { message: 'give priority, before or after', path: ['priority'] });
 
 export type ClaimCommand = z.infer<typeof claimSchema>;
+
+/** One job of a claim's reply: what a worker needs to run it, and its run id (the fencing token). */
+export interface ClaimedJob {
+  readonly job_id: string;
+  readonly run_id: string;
+  readonly queue: string;
+  readonly key: unknown;
+  readonly params: JsonObject;
+  readonly attempt: number;
+  readonly max_attempts: number;
+  readonly lease_ms: number;
+}
 export type HeartbeatCommand = z.infer<typeof heartbeatSchema>;
 export type CompleteCommand = z.infer<typeof completeSchema>;
 export type FailCommand = z.infer<typeof failSchema>;

@@ -8,25 +8,14 @@
  * covers delayed jobs and a slow poll covers everything else.
  */
 import { hostname } from 'node:os';
-import type { JsonObject } from '../../machines/index.js';
 import type { Clock } from '../clock.js';
 import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
 import { JobDefaults } from '../commands/limits.js';
-import type { ClaimCommand } from '../commands/schemas.js';
+import type { ClaimCommand, ClaimedJob } from '../commands/schemas.js';
 import { DocketError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { QueueOrder } from '../projections/queue-order.js';
 
-export interface ClaimedJob {
-  readonly job_id: string;
-  readonly run_id: string;
-  readonly queue: string;
-  readonly key: unknown;
-  readonly params: JsonObject;
-  readonly attempt: number;
-  readonly max_attempts: number;
-  readonly lease_ms: number;
-}
 
 interface Waiter {
   readonly request: ClaimCommand;
