@@ -48,13 +48,21 @@ export interface RecordedEvent {
   readonly event: Envelope;
 }
 
+/** RFC 3339 with microseconds: a millisecond alone cannot order a call and a store in the same ms. */
+function toMicrosecondIso(ms: number): string {
+  const whole = Math.floor(ms);
+  const micros = Math.floor((ms - whole) * 1000);
+  return new Date(whole).toISOString().replace('Z', `${String(micros).padStart(3, '0')}Z`);
+}
+
 /** An async iterable over stream events; `ready` resolves once events from its start point will be delivered. */
 export class EventStream implements AsyncIterable<RecordedEvent> {
   readonly ready: Promise<void>;
   private messages: ConsumerMessages | undefined;
   private closed = false;
 
-  private readonly calledAt = Date.now();
+  /** Wall-clock time of the call, in ms with a microsecond fraction (stored times are in ns). */
+  private readonly calledAt = performance.timeOrigin + performance.now();
 
   constructor(nc: NatsConnection, private readonly options: EventsOptions) {
     this.ready = this.open(nc);
@@ -69,7 +77,7 @@ export class EventStream implements AsyncIterable<RecordedEvent> {
     if (from === 'now') {
       // "Now" is when events() was called, not when the consumer exists: an event appended in
       // between is stored with a later time and is delivered.
-      start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: new Date(this.calledAt).toISOString() };
+      start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: toMicrosecondIso(this.calledAt) };
     } else if (from === 'all') start = { deliver_policy: DeliverPolicy.All };
     else if (typeof from === 'number') start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from };
     else start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.toISOString() };
