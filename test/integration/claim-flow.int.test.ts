@@ -9,6 +9,10 @@
  * (checked after each test), so a clock move in one test lapses nothing of another's.
  */
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -149,6 +153,78 @@ describe('claim order', () => {
   });
 });
 
+describe('claim requests', () => {
+  test('the claim records worker, host, pid, version and lease on the run', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const jobId = await submit(queue, { key: { subject: 7 }, params: { a: [1, 2] } });
+    const reply = await work<{ jobs: { job_id: string; run_id: string; key: unknown; params: unknown }[] }>(nc, queue, 'claim', { worker: 'w-meta', host: 'box-1', pid: 4242, version: 'v1.2.3', lease_ms: 45_000, wait_ms: 0 });
+    if (!reply.ok) throw new Error(reply.error.message);
+    const [job] = reply.jobs;
+    expect(job).toMatchObject({ job_id: jobId, key: { subject: 7 }, params: { a: [1, 2] } });
+    expect((await client.get(jobId)).run).toMatchObject({ status: 'running', run_id: job!.run_id, worker: 'w-meta', host: 'box-1', pid: 4242, version: 'v1.2.3', lease_ms: 45_000 });
+    await completeAll(queue, [job!]);
+  });
+
+  test('bad claims, heartbeats and completions are refused with invalid_request and append nothing', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    await submit(queue);
+    const before = await streamMessages(jsm);
+    const bad: [Parameters<typeof work>[2], unknown][] = [
+      ['claim', {}], // no worker
+      ['claim', { worker: 'w', max: 0 }],
+      ['claim', { worker: 'w', lease_ms: 10 }], // below the minimum lease
+      ['claim', { worker: 'w', wait_ms: -1 }],
+      ['claim', { worker: 'w', surprise: true }],
+      ['heartbeat', { run_ids: 'r1' }],
+      ['complete', { run_id: 'r1' }],
+      ['fail', { run_id: 'r1', job_id: 'j1', error: 'boom' }],
+    ];
+    for (const [verb, body] of bad) {
+      const reply = await work(nc, queue, verb, body);
+      expect(reply, `${verb} ${JSON.stringify(body)}`).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
+    }
+    const raw = await nc.request(subjects.work(queue, 'claim'), 'not json', { timeout: 5_000 });
+    expect(raw.json()).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
+    expect(await streamMessages(jsm)).toBe(before);
+    expect(node.queueOrder.depth(queue)).toBe(1);
+    const [job] = await claim(nc, queue);
+    await completeAll(queue, [job!]);
+  });
+
+  test('two dispatchers racing to claim one job (split brain): one run opens, the other is refused', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const other = await startFileNode();
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) ids.push(await submit(queue));
+      await caughtUp(other, jsm);
+      await caughtUp(node, jsm);
+      // Each node decides on its own view and appends, as two nodes both believing they lead would.
+      const claimOn = (n: DocketNode, jobId: string) =>
+        transitionJob(n.context, jobId, undefined, (current, eventId) =>
+          envelope(n.context, 'job.claimed', current.queue, eventId, { run_id: `${n.name}-${jobId.slice(0, 8)}`, worker: n.name, host: 'h', pid: 1, version: 'v', lease_ms: 60_000 }),
+        );
+      const winners: { job_id: string; run_id: string }[] = [];
+      for (const jobId of ids) {
+        const [a, b] = await Promise.allSettled([claimOn(node, jobId), claimOn(other, jobId)]);
+        const won = [a, b].filter((r) => r.status === 'fulfilled');
+        const lost = [a, b].filter((r) => r.status === 'rejected');
+        expect(won).toHaveLength(1);
+        expect(lost).toHaveLength(1);
+        expect((lost[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'invalid_transition' });
+        const record = (won[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof claimOn>>>).value.record;
+        winners.push({ job_id: jobId, run_id: record.state.run.context.run_id! });
+      }
+      const log = await queueLog(nc, queue);
+      expect(log.filter((e) => e.type === 'job.claimed')).toHaveLength(10);
+      expect(doubleOpenRuns(log)).toEqual([]);
+      await completeAll(queue, winners);
+    } finally {
+      await other.close();
+    }
+  });
+});
+
 describe('long poll', () => {
   test('answers the moment a job is submitted, not at wait_ms nor at the poll fallback', async ({ task }) => {
     const queue = uniqueQueue(task.name);
@@ -161,6 +237,16 @@ describe('long poll', () => {
     // Measured from the submit's reply; the dispatcher's poll fallback is 1 s.
     expect(ms).toBeLessThan(500);
     expect(submitMs).toBeLessThan(1000);
+    await completeAll(queue, jobs);
+  });
+
+  test('a long poll with room for more answers with what is ready now, not when max is reached', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const a = await submit(queue);
+    const b = await submit(queue);
+    const { value: jobs, ms } = await timed(claim(nc, queue, { max: 5, wait_ms: 20_000 }));
+    expect(jobs.map((j) => j.job_id)).toEqual([a, b]);
+    expect(ms).toBeLessThan(1_000);
     await completeAll(queue, jobs);
   });
 
@@ -570,6 +656,91 @@ describe('recovery by replay', () => {
     await fence(node);
     expect((await queueLog(nc, queue)).filter((e) => e.type === 'job.submitted')).toHaveLength(2);
     await client.cancel(retry.jobId);
+  });
+});
+
+describe('keys and retries', () => {
+  test('a keyed job\'s retry holds the key: submitting the key again returns the retry', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const first = await submit(queue, { key: 'subject-9', max_attempts: 2, backoff: { base_ms: 5_000, max_ms: 5_000, jitter: 0 } });
+    const [run] = await claim(nc, queue);
+    await fail(nc, queue, run!);
+    const retry = await untilJob(node, retryJobId(first, 1), () => true, 'the retry');
+    expect(retry.state.job.context.key).toBe('subject-9');
+    const again = await client.submit({ queue, key: 'subject-9' });
+    expect(again).toMatchObject({ job_id: retry.jobId, created: false });
+    await client.cancel(retry.jobId);
+  });
+
+  test('recovery does not create a keyed retry when a new job for the key was submitted in the crash window (one live job per key)', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const jobId = await submit(queue, { key: 'subject-10', max_attempts: 2 });
+    const [job] = await claim(nc, queue);
+    const follower = await startFileNode({ leadershipLeaseMs: 60_000 });
+    let newer: string;
+    try {
+      await caughtUp(follower, jsm);
+      await node.close();
+      // The failure lands while no node leads the queue: its retry is not created yet.
+      await transitionJob(follower.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
+        envelope(follower.context, 'job.failed', current.queue, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
+      );
+      // Meanwhile a user submits the same key: no live job holds it, so a new job is created.
+      const reply = await client.submit({ queue, key: 'subject-10' });
+      expect(reply.created).toBe(true);
+      newer = reply.job_id;
+    } finally {
+      await follower.close();
+    }
+    node = await startFileNode();
+    await leadNow(nc, queue, [node]);
+    await fence(node);
+    const live = [...node.store.values()].filter((r) => r.queue === queue && ['queued', 'running', 'waiting'].includes(r.state.job.value)).map((r) => r.jobId);
+    try {
+      expect(live, 'live jobs holding key subject-10').toEqual([newer]);
+    } finally {
+      for (const id of live) await client.cancel(id);
+    }
+  });
+});
+
+describe('recovery from a checkpoint', () => {
+  test('a node restored from its checkpoint keeps the queue order and delays, and adopts the running job', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const dataDir = mkdtempSync(join(tmpdir(), 'docket-claims-checkpoint-'));
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    await node.close();
+    node = await startTrackedNode(server, { clock, nodeName: `claims-${++nodeSerial}`, dataDir, checkpointEveryEvents: 1 });
+    try {
+      const running = await submit(queue, { priority: 0 });
+      const [run] = await claim(nc, queue, { lease_ms: 1_000 });
+      expect(run!.job_id).toBe(running);
+      const delayed = await submit(queue, { priority: 0, delay_ms: 5_000 });
+      const order = [await submit(queue, { priority: 7 }), await submit(queue, { priority: 2 }), await submit(queue, { priority: 7 })];
+      const t = clock.now();
+      await node.close(); // writes the checkpoint
+
+      node = await startTrackedNode(server, { clock, nodeName: `claims-${++nodeSerial}`, dataDir, logger });
+      expect(lines.some((l) => l.includes('checkpoint restored'))).toBe(true);
+      expect(node.queueOrder.snapshot(queue)).toEqual({ ready: [order[1], order[0], order[2]], delayed: [{ jobId: delayed, runAtMs: t + 5_000 }] });
+      await leadNow(nc, queue, [node]);
+      expect(node.leases.size).toBe(1);
+      const from = (await streamMessages(jsm)) + 1;
+      clock.advance(1_000);
+      const lapse = await nextEvent(client, queue, from, (e) => e.event.type === 'job.failed', 'the crash_recovery lapse');
+      expect(lapse.event.data).toMatchObject({ run_id: run!.run_id, reason: 'crash_recovery' });
+      const first = await claim(nc, queue, { max: 10 });
+      expect(first.map((j) => j.job_id)).toEqual([order[1], order[0], order[2]]);
+      clock.advance(4_000);
+      const second = await claim(nc, queue, { max: 10 });
+      expect(second.map((j) => j.job_id)).toEqual([delayed]);
+      await completeAll(queue, [...first, ...second]);
+    } finally {
+      await node.close();
+      node = await startFileNode();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -69,9 +69,11 @@ type Status = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 
 interface MJob {
   readonly id: string;
-  readonly priority: number;
+  priority: number;
   /** Stream sequence of its job.submitted: the last part of the order key. */
   seq: number;
+  /** The middle part of the order key: its seq until a move gives it another (DESIGN: position). */
+  position: number | null;
   status: Status;
   readonly runAt: number;
   readonly attempt: number;
@@ -88,6 +90,13 @@ interface MRun {
   end: RunEnd;
 }
 
+function positionOf(j: MJob): number {
+  return j.position ?? j.seq;
+}
+function byOrderKey(a: MJob, b: MJob): number {
+  return a.priority - b.priority || positionOf(a) - positionOf(b) || a.seq - b.seq;
+}
+
 class Model {
   readonly jobs = new Map<string, MJob>();
   readonly runs: MRun[] = [];
@@ -95,10 +104,14 @@ class Model {
   bySeq(): MJob[] {
     return [...this.jobs.values()].sort((a, b) => a.seq - b.seq);
   }
-  /** The queue order: queued jobs whose run_at has come, by (priority, seq). */
+  /** The queue order: queued jobs whose run_at has come, by (priority, position, seq). */
   ready(): MJob[] {
     const now = clock.now();
-    return this.bySeq().filter((j) => j.status === 'queued' && j.runAt <= now).sort((a, b) => a.priority - b.priority || a.seq - b.seq);
+    return this.queued().filter((j) => j.runAt <= now);
+  }
+  /** Every queued job (due or not) in order-key order. */
+  queued(): MJob[] {
+    return this.bySeq().filter((j) => j.status === 'queued').sort(byOrderKey);
   }
   running(): MJob[] {
     return this.bySeq().filter((j) => j.status === 'running');
@@ -125,6 +138,7 @@ class Model {
       id,
       priority: job.priority,
       seq: Number.NaN, // learnt from the stream once created
+      position: null,
       status: 'queued',
       runAt: clock.now() + backoffDelayMs(job.backoff, job.attempt, job.id),
       attempt: job.attempt + 1,
@@ -245,6 +259,7 @@ class Submit implements Cmd {
     readonly priority: number,
     readonly maxAttempts: number,
     readonly baseMs: number,
+    readonly delayMs: number,
   ) {}
   check(m: Readonly<Model>): boolean {
     return m.jobs.size < 30;
@@ -252,15 +267,15 @@ class Submit implements Cmd {
   async run(m: Model, r: Real): Promise<void> {
     trace(this.toString());
     const backoff = { base_ms: this.baseMs, max_ms: 5_000, jitter: 0.5 };
-    const reply = await client.submit({ queue: r.queue, priority: this.priority, max_attempts: this.maxAttempts, backoff });
+    const reply = await client.submit({ queue: r.queue, priority: this.priority, max_attempts: this.maxAttempts, backoff, ...(this.delayMs > 0 ? { delay_ms: this.delayMs } : {}) });
     expect(reply).toMatchObject({ status: 'queued', created: true });
     await sync(r);
     const seq = r.nodes[0]!.store.get(reply.job_id)!.submitSeq;
-    m.jobs.set(reply.job_id, { id: reply.job_id, priority: this.priority, seq, status: 'queued', runAt: clock.now(), attempt: 1, maxAttempts: this.maxAttempts, backoff, runId: null, leaseExpiresAt: 0 });
+    m.jobs.set(reply.job_id, { id: reply.job_id, priority: this.priority, seq, position: null, status: 'queued', runAt: clock.now() + this.delayMs, attempt: 1, maxAttempts: this.maxAttempts, backoff, runId: null, leaseExpiresAt: 0 });
     await expectStatuses(m, r, 'after submit');
   }
   toString(): string {
-    return `submit(p${this.priority}, max_attempts ${this.maxAttempts}, base ${this.baseMs})`;
+    return `submit(p${this.priority}, max_attempts ${this.maxAttempts}, base ${this.baseMs}${this.delayMs > 0 ? `, delay ${this.delayMs}` : ''})`;
   }
 }
 
@@ -486,6 +501,52 @@ class Cancel implements Cmd {
   }
 }
 
+class Move implements Cmd {
+  constructor(
+    readonly pick: number,
+    readonly anchorPick: number,
+    readonly mode: 'before' | 'after' | 'priority',
+    readonly priority: number,
+  ) {}
+  check(m: Readonly<Model>): boolean {
+    return m.queued().length >= (this.mode === 'priority' ? 1 : 2);
+  }
+  async run(m: Model, r: Real): Promise<void> {
+    trace(this.toString());
+    await sync(r);
+    const queued = m.queued();
+    const job = queued[this.pick % queued.length]!;
+    if (this.mode === 'priority') {
+      const reply = await client.request<{ priority: number }>('move', { job_id: job.id, priority: this.priority });
+      expect(reply.priority).toBe(this.priority);
+      job.priority = this.priority;
+    } else {
+      const others = queued.filter((j) => j !== job);
+      const anchor = others[this.anchorPick % others.length]!;
+      await client.request('move', { job_id: job.id, [this.mode]: anchor.id });
+      // The moved job takes the anchor's priority and a position between the anchor and its
+      // neighbour on that side among the queued jobs of that priority (src/commands/move.ts).
+      const line = others.filter((j) => j.priority === anchor.priority && j !== anchor);
+      const side = line.filter((j) => (this.mode === 'before' ? byOrderKey(j, anchor) < 0 : byOrderKey(j, anchor) > 0));
+      const neighbour = this.mode === 'before' ? side[side.length - 1] : side[0];
+      const at = positionOf(anchor);
+      job.priority = anchor.priority;
+      job.position = neighbour === undefined ? at + (this.mode === 'before' ? -1 : 1) : (positionOf(neighbour) + at) / 2;
+      // What the move promises, whatever the arithmetic: right next to the anchor.
+      const after = m.queued();
+      expect(after.indexOf(job) - after.indexOf(anchor), 'moved next to its anchor').toBe(this.mode === 'before' ? -1 : 1);
+    }
+    await sync(r);
+    const leader = leaderOf(r) ?? r.nodes[0]!;
+    const record = leader.store.get(job.id)!;
+    expect({ priority: record.state.job.context.priority, position: record.state.job.context.position ?? record.submitSeq }).toEqual({ priority: job.priority, position: positionOf(job) });
+    await expectStatuses(m, r, 'after move');
+  }
+  toString(): string {
+    return this.mode === 'priority' ? `move(#${this.pick}, priority ${this.priority})` : `move(#${this.pick}, ${this.mode} #${this.anchorPick})`;
+  }
+}
+
 class Restart implements Cmd {
   constructor(readonly which: number) {}
   check(): boolean {
@@ -511,7 +572,9 @@ class Restart implements Cmd {
   }
 }
 
-const submitArb = fc.tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.constantFrom(0, 400)).map(([p, a, b]) => new Submit(p, a, b));
+const submitArb = fc
+  .tuple(fc.integer({ min: 0, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.constantFrom(0, 400), fc.constantFrom(0, 0, 0, 700))
+  .map(([p, a, b, d]) => new Submit(p, a, b, d));
 const claimArb = fc.tuple(fc.constantFrom('w1' as const, 'w2' as const), fc.integer({ min: 1, max: 3 })).map(([w, max]) => new Claim(w, max));
 const completeArb = fc.nat(20).map((p) => new Complete(p));
 const failArb = fc.tuple(fc.nat(20), fc.boolean()).map(([p, retryable]) => new Fail(p, retryable));
@@ -536,6 +599,7 @@ const commandArbs = [
   fc.tuple(fc.nat(20), fc.boolean()).map(([p, asFail]) => new LateCompletion(p, asFail)),
   fc.nat(20).map((p) => new Cancel(p)),
   fc.nat(1).map((w) => new Restart(w)),
+  fc.tuple(fc.nat(20), fc.nat(20), fc.constantFrom('before' as const, 'after' as const, 'priority' as const), fc.integer({ min: 0, max: 3 })).map(([p, a, mode, pr]) => new Move(p, a, mode, pr)),
 ];
 
 fcTest.prop([fc.boolean(), fc.commands(commandArbs, { maxCommands: 60, size: 'max' })], { numRuns, timeout: 60_000, ...replay })(

@@ -12,6 +12,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Client } from '../../src/client/client.js';
+import { ManualClock } from '../../src/clock.js';
 import { Worker as DocketWorker, type WorkerHandler, type WorkerOptions } from '../../src/client/worker.js';
 import { NonRetryableJobError } from '../../src/errors.js';
 import { retryJobId } from '../../src/ids.js';
@@ -193,6 +194,46 @@ describe('Worker', () => {
     const detail = await client.get(jobId!);
     expect(detail.job.status).toBe('cancelled');
     expect(detail.run).toMatchObject({ status: 'failed', failure_reason: 'cancelled', result: null });
+  });
+
+  test('a run whose lease lapsed has its AbortSignal fired on the next heartbeat; its completion is refused', async ({ task }) => {
+    // A node of its own on a ManualClock: the lapse happens when the test moves the clock.
+    const queue = uniqueQueue(task.name);
+    const own = await startNatsServer();
+    const manual = new ManualClock();
+    const lone = await startTrackedNode(own, { clock: manual, nodeName: `manual-${++nodeSerial}` });
+    const ownClient = await Client.connect({ servers: own.url });
+    const started = deferred<string>();
+    const aborted = deferred<unknown>();
+    const w = new DocketWorker({
+      servers: own.url,
+      queue,
+      leaseMs: 1_500, // heartbeats every 500 ms of real time
+      claimWaitMs: 300,
+      handler: async (_job, ctx) => {
+        started.resolve(ctx.runId);
+        await new Promise<void>((resolve) => ctx.signal.addEventListener('abort', () => resolve(), { once: true }));
+        aborted.resolve(ctx.signal.reason);
+        return 'too late';
+      },
+    });
+    try {
+      await w.start();
+      const { job_id: jobId } = await ownClient.submit({ queue });
+      const runId = await started.promise;
+      manual.advance(1_500); // every heartbeat so far was at the same manual time: the lease lapses now
+      const lapsed = await untilJob(lone, jobId, (r) => r.state.job.value === 'failed', 'the lapse');
+      expect(lapsed.state.run.context).toMatchObject({ run_id: runId, failure_reason: 'lease_expired' });
+      expect(String(await aborted.promise)).toMatch(/no longer holds/);
+      await eventually(() => w.inFlight === 0 && w.counts.lost === 1, 'the refused completion');
+      expect(w.counts).toEqual({ succeeded: 0, failed: 0, lost: 1 });
+      expect((await ownClient.get(jobId)).run).toMatchObject({ status: 'failed', result: null });
+    } finally {
+      await w.close();
+      await ownClient.close();
+      await lone.close();
+      await own.stop();
+    }
   });
 
   test('progress() is sent with the next heartbeat, as its documentation says', async ({ task }) => {

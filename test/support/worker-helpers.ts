@@ -9,7 +9,7 @@
  */
 import type { NatsConnection } from '@nats-io/nats-core';
 import { Client, type RecordedEvent } from '../../src/client/client.js';
-import type { ClaimedJob } from '../../src/dispatch/dispatcher.js';
+import type { ClaimedJob } from '../../src/commands/schemas.js';
 import type { ErrorBody } from '../../src/errors.js';
 import { subjects, type WorkVerb } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
