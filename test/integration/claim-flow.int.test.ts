@@ -191,6 +191,12 @@ describe('claim requests', () => {
     await completeAll(queue, [job!]);
   });
 
+  test('an unknown work verb is refused with invalid_request, not unavailable (which a client retries forever)', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const typo = await nc.request(`docket.work.${queue}.claims`, JSON.stringify({ worker: 'w' }), { timeout: 5_000 });
+    expect(typo.json()).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
+  });
+
   test('two dispatchers racing to claim one job (split brain): one run opens, the other is refused', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const other = await startFileNode();
@@ -552,6 +558,22 @@ describe('retries', () => {
     // Only a failed (or, by hand, cancelled) job can be retried.
     await expect(client.request('retry', { job_id: second })).rejects.toMatchObject({ code: 'invalid_transition' });
     await expect(client.request('retry', { job_id: 'no-such-job' })).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  test('a cancelled job can be retried by hand; a running or queued one cannot', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const cancelled = await submit(queue, { max_attempts: 1 });
+    await client.cancel(cancelled);
+    const retry = await client.request<{ job_id: string; created: boolean; retry_of: string; status: string }>('retry', { job_id: cancelled });
+    expect(retry).toMatchObject({ job_id: retryJobId(cancelled, 1), created: true, retry_of: cancelled, status: 'queued' });
+    expect((await client.get(retry.job_id)).job).toMatchObject({ attempt: 2, max_attempts: 2, run_at: toIso(clock.now()) });
+    const [run] = await claim(nc, queue);
+    expect(run!.job_id).toBe(retry.job_id);
+    await expect(client.request('retry', { job_id: retry.job_id })).rejects.toMatchObject({ code: 'invalid_transition' });
+    const queued = await submit(queue);
+    await expect(client.request('retry', { job_id: queued })).rejects.toMatchObject({ code: 'invalid_transition' });
+    await completeAll(queue, [run!]);
+    await client.cancel(queued);
   });
 
   test('a manual retry of a failed job that already has its automatic retry returns that retry with created:false', async ({ task }) => {

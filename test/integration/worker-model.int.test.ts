@@ -158,6 +158,14 @@ interface Real {
   readonly nodes: DocketNode[];
 }
 
+/**
+ * Each model node runs on a connection of its own that the test can cut (a crash: nothing given
+ * up, nothing drained). A crashed leader's queue lease runs out after LEADERSHIP_LEASE_MS of
+ * wall-clock time; the model clock does not move meanwhile.
+ */
+const LEADERSHIP_LEASE_MS = 2_000;
+const connections = new WeakMap<DocketNode, NatsConnection>();
+
 /** With DOCKET_MODEL_LOG=<file>, the nodes log there at debug level (pino JSON lines). */
 const nodeLogger = process.env['DOCKET_MODEL_LOG'] === undefined ? undefined : createLogger({ level: 'debug', fd: openSync(process.env['DOCKET_MODEL_LOG'], 'a') });
 
@@ -167,15 +175,29 @@ const START_DEADLINE_MS = 15_000;
 async function startModelNode(): Promise<DocketNode> {
   const name = `model-${++nodeSerial}`;
   trace(`start node ${name}`);
-  const starting = startTrackedNode(server, { clock, nodeName: name, ...(nodeLogger ? { logger: nodeLogger } : {}) });
+  const own = await connect({ servers: server.url, name: `docket-${name}` });
+  const starting = startTrackedNode(server, { clock, nodeName: name, nc: own, leadershipLeaseMs: LEADERSHIP_LEASE_MS, ...(nodeLogger ? { logger: nodeLogger } : {}) }).then((node) => {
+    connections.set(node, own);
+    return node;
+  });
   let timer: NodeJS.Timeout | undefined;
   const started = await Promise.race([starting, new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), START_DEADLINE_MS)))]);
   clearTimeout(timer);
   if (started === null) {
-    void starting.then((late) => late.close()); // do not leak it into the next run
+    void starting.then((late) => stopModelNode(late)); // do not leak it into the next run
     throw new Error(`startNode of ${name} did not resolve in ${START_DEADLINE_MS} ms: its fold of the log stalled`);
   }
   return started;
+}
+
+/** Closes a node and then its connection (the node does not own it). */
+async function stopModelNode(node: DocketNode): Promise<void> {
+  try {
+    await node.close();
+  } finally {
+    const own = connections.get(node);
+    if (own && !own.isClosed()) await own.close();
+  }
 }
 
 /**
@@ -548,7 +570,10 @@ class Move implements Cmd {
 }
 
 class Restart implements Cmd {
-  constructor(readonly which: number) {}
+  constructor(
+    readonly which: number,
+    readonly crash: boolean,
+  ) {}
   check(): boolean {
     return true;
   }
@@ -558,7 +583,14 @@ class Restart implements Cmd {
     const index = this.which % r.nodes.length;
     const target = r.nodes[index]!;
     const wasLeader = target.leadership.isLeader(r.queue);
-    await target.close();
+    if (this.crash) {
+      // Cut its connection: no lease given up, no checkpoint, nothing drained. Then let the
+      // node object go (its close() must cope with the dead connection).
+      await connections.get(target)!.close();
+      await target.close();
+    } else {
+      await stopModelNode(target);
+    }
     r.nodes[index] = await startModelNode();
     await expectFoldedEndOfLog(r.nodes[index]!);
     await leadNow(nc, r.queue, r.nodes);
@@ -568,7 +600,7 @@ class Restart implements Cmd {
     await expectStatuses(m, r, 'after restart');
   }
   toString(): string {
-    return `restart(node #${this.which})`;
+    return `${this.crash ? 'crash' : 'restart'}(node #${this.which})`;
   }
 }
 
@@ -598,7 +630,7 @@ const commandArbs = [
   fc.constantFrom(200, 500, 1_000, 1_500).map((ms) => new Advance(ms)),
   fc.tuple(fc.nat(20), fc.boolean()).map(([p, asFail]) => new LateCompletion(p, asFail)),
   fc.nat(20).map((p) => new Cancel(p)),
-  fc.nat(1).map((w) => new Restart(w)),
+  fc.tuple(fc.nat(1), fc.integer({ min: 0, max: 3 })).map(([w, c]) => new Restart(w, c === 0)),
   fc.tuple(fc.nat(20), fc.nat(20), fc.constantFrom('before' as const, 'after' as const, 'priority' as const), fc.integer({ min: 0, max: 3 })).map(([p, a, mode, pr]) => new Move(p, a, mode, pr)),
 ];
 
@@ -630,7 +662,7 @@ fcTest.prop([fc.boolean(), fc.commands(commandArbs, { maxCommands: 60, size: 'ma
       if (leader) await until(leader, () => leader.leases.size === 0, 'no lease left');
     } finally {
       trace('end: close nodes');
-      for (const node of real.nodes) await node.close();
+      for (const node of real.nodes) await stopModelNode(node);
       trace('end: closed');
       expect(openResources()).toEqual([]);
     }
