@@ -13,7 +13,7 @@ import { parseJson, validate } from '../commands/validate.js';
 import { coerceError, DocketError, InvalidRequestError, UnavailableError } from '../errors.js';
 import type { JobError } from '../../machines/index.js';
 import type { Logger } from '../logger.js';
-import { COMMAND_QUEUE_GROUP, parseWorkSubject, subjects, type WorkVerb } from '../nats/subjects.js';
+import { COMMAND_QUEUE_GROUP, parseWorkSubject, subjects, WORK_VERBS, type WorkVerb } from '../nats/subjects.js';
 import type { LeaseKeeper } from '../reactors/leases.js';
 import type { QueueDispatcher } from './dispatcher.js';
 
@@ -64,7 +64,8 @@ export class WorkService {
 
   private async route(msg: Msg): Promise<void> {
     const parsed = parseWorkSubject(msg.subject);
-    if (!parsed) return this.respond(msg, errorReply(new UnavailableError(`unknown work subject ${msg.subject}`), this.log));
+    // Not a verb of the protocol: retrying cannot help, so not `unavailable`.
+    if (!parsed) return this.respond(msg, errorReply(new InvalidRequestError(`unknown work request ${msg.subject}; verbs: ${WORK_VERBS.join(', ')}`), this.log));
     try {
       // Twice at most: a leader that just stopped has no responders; look the lease up again.
       for (let attempt = 0; ; attempt++) {

@@ -11,9 +11,15 @@ import { backoffDelayMs, shouldRetry } from '../../machines/index.js';
 import { toIso } from '../clock.js';
 import { createJob, envelope, type CommandContext, type Created } from '../commands/handle-command.js';
 import { InvalidTransitionError } from '../errors.js';
-import { eventIdFor, retryJobId } from '../ids.js';
+import { canonicalJson, eventIdFor, retryJobId } from '../ids.js';
 import type { Logger } from '../logger.js';
 import type { JobChange, JobRecord } from '../store/job-store.js';
+
+/** The live job holding a keyed job's key, if any (a newer submit may hold it after a failure). */
+function keyHolder(ctx: CommandContext, record: JobRecord): string | undefined {
+  const key = record.state.job.context.key;
+  return key === null ? undefined : ctx.keys.liveJob(record.queue, canonicalJson(key));
+}
 
 /** Creates the retry of a failed (or, by hand, cancelled) job. Idempotent by its derived id. */
 export async function createRetry(ctx: CommandContext, failed: JobRecord, options: { manual: boolean }): Promise<Created> {
@@ -24,6 +30,10 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
   }
   const attempt = job.attempt + 1;
   const retryId = retryJobId(failed.jobId, job.attempt);
+  const holder = keyHolder(ctx, failed);
+  if (holder !== undefined && holder !== retryId) {
+    throw new InvalidTransitionError(`the key of job ${failed.jobId} is held by live job ${holder}; at most one live job per key`, { details: { job_id: holder } });
+  }
   const finishedMs = job.finished_at === null ? ctx.clock.now() : Date.parse(job.finished_at);
   const runAtMs = options.manual ? ctx.clock.now() : finishedMs + backoffDelayMs(job.backoff, job.attempt, failed.jobId);
   // The automatic and the manual retry are different commands: a manual retry of a job whose
@@ -57,7 +67,13 @@ export class Retrier {
     const job = record.state.job.context;
     const run = record.state.run.context;
     if (!shouldRetry({ reason: run.failure_reason, error: run.error, attempt: job.attempt, max_attempts: job.max_attempts })) return false;
-    return this.ctx.store.get(retryJobId(record.jobId, job.attempt)) === undefined;
+    if (this.ctx.store.get(retryJobId(record.jobId, job.attempt)) !== undefined) return false;
+    // One live job per key: a job submitted for the key since the failure supersedes the retry.
+    if (keyHolder(this.ctx, record) !== undefined) {
+      this.log.info({ queue: record.queue, jobId: record.jobId }, 'no retry: a newer job holds the key');
+      return false;
+    }
+    return true;
   }
 
   readonly apply = (change: JobChange): void => {
