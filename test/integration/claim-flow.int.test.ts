@@ -24,6 +24,8 @@ import { retryJobId } from '../../src/ids.js';
 import { backoffDelayMs } from '../../machines/index.js';
 import { subjects } from '../../src/nats/subjects.js';
 import { startNode, type DocketNode } from '../../src/node.js';
+import { auditMessages } from '../../src/audit/audit.js';
+import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
 import {
@@ -872,5 +874,15 @@ describe('start-up', () => {
       await own.stop();
     }
     expect(missed).toEqual([]);
+  });
+});
+
+describe('the whole log', () => {
+  test('everything this file appended passes docket audit (runs this file\'s tests first)', async () => {
+    const messages = [];
+    for await (const m of readLog(nc)) messages.push(m);
+    const audit = auditMessages(messages);
+    expect(audit.jobEvents).toBeGreaterThan(100);
+    expect(audit.violations).toEqual([]);
   });
 });

@@ -30,6 +30,7 @@ import { createLogger } from '../../src/logger.js';
 import { subjects } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
 import { lastSeq as lastSeqOf, readLog } from '../../src/store/read-log.js';
+import { auditMessages } from '../../src/audit/audit.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { caughtUp, openResources, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
 import { complete, doubleOpenRuns, fail, fence, leadNow, ok, resendOnUnavailable, statuses, until, work, type WorkReply } from '../support/worker-helpers.js';
@@ -654,6 +655,10 @@ fcTest.prop([fc.boolean(), fc.commands(commandArbs, { maxCommands: 60, size: 'ma
       trace('end: log');
       const log = await queueLog(nc, real.queue);
       expect(doubleOpenRuns(log), 'two open runs for one job').toEqual([]);
+      const messages = [];
+      for await (const m of readLog(nc, { filter: subjects.jobs(real.queue) })) messages.push(m);
+      const audit = auditMessages(messages);
+      expect(audit.violations, 'docket audit of the run\'s queue').toEqual([]);
       expect(log.filter((e) => e.type === 'job.claimed').map((e) => String(e.data['run_id'])).sort(), 'the claims on the log are the model\'s').toEqual(model.runs.map((run) => run.runId).sort());
 
       // Leave nothing live: no lease of this run may lapse in a later one.

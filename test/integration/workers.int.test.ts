@@ -18,6 +18,8 @@ import { NonRetryableJobError } from '../../src/errors.js';
 import { retryJobId } from '../../src/ids.js';
 import { subjects } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
+import { auditMessages } from '../../src/audit/audit.js';
+import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { caughtUp, openResources, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
 import { claim, complete, deferred, doubleOpenRuns, eventually, fence, heartbeat, leadNow, maxOpenRuns, until, untilJob, work } from '../support/worker-helpers.js';
@@ -465,5 +467,15 @@ describe('two nodes on one stream', () => {
       releaseGate();
       await env.close();
     }
+  });
+});
+
+describe('the whole log', () => {
+  test('everything this file appended passes docket audit (runs this file\'s tests first)', async () => {
+    const messages = [];
+    for await (const m of readLog(nc)) messages.push(m);
+    const audit = auditMessages(messages);
+    expect(audit.jobEvents).toBeGreaterThan(100);
+    expect(audit.violations).toEqual([]);
   });
 });
