@@ -27,7 +27,7 @@ import { startNode, type DocketNode } from '../../src/node.js';
 import { auditMessages } from '../../src/audit/audit.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
+import { callNode, caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
 import {
   claim,
   complete,
@@ -724,6 +724,36 @@ describe('keys and retries', () => {
       expect(live, 'live jobs holding key subject-10').toEqual([newer]);
     } finally {
       for (const id of live) await client.cancel(id);
+    }
+  });
+});
+
+describe('keys and retries across nodes', () => {
+  test('a keyed failure on one node and a submit of the key on another leave one live job for the key', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const jobId = await submit(queue, { key: 'subject-11', max_attempts: 2, backoff: { base_ms: 0, max_ms: 0, jitter: 0 } });
+    const [job] = await claim(nc, queue); // the file's node leads the queue
+    const other = await startFileNode();
+    let live: string[] = [];
+    try {
+      await caughtUp(other, jsm);
+      // The run's failure reaches the other node (as a forwarded completion could, mid-takeover),
+      // and right after, a user's submit of the same key lands there too: on that node the key
+      // is free (the failed job is not live, its retry does not exist yet).
+      await transitionJob(other.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
+        envelope(other.context, 'job.failed', current.queue, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
+      );
+      const reply = await callNode(other, 'submit', { queue, key: 'subject-11' });
+      expect(reply.ok).toBe(true);
+      // Meanwhile the leader folds the failure and its retrier acts on it.
+      await caughtUp(node, jsm);
+      await fence(node);
+      await caughtUp(other, jsm);
+      live = [...node.store.values()].filter((r) => r.queue === queue && ['queued', 'running', 'waiting'].includes(r.state.job.value)).map((r) => r.jobId);
+      expect(live, 'live jobs holding key subject-11').toHaveLength(1);
+    } finally {
+      for (const id of live) await client.cancel(id);
+      await other.close();
     }
   });
 });
