@@ -294,6 +294,36 @@ describe('Worker', () => {
     await client.cancel(later!);
   });
 
+  test('a Worker with options the protocol refuses fails at construction or start, instead of retrying refused claims forever', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const outcomes: Record<string, string> = {};
+    const cases: Record<string, Partial<WorkerOptions>> = {
+      'leaseMs below the minimum lease': { leaseMs: 500 },
+      'concurrency 0': { concurrency: 0 },
+      'claimWaitMs above the longest long poll': { claimWaitMs: 120_000 },
+      'a queue name that is not one': { queue: 'not a queue' },
+    };
+    for (const [name, options] of Object.entries(cases)) {
+      try {
+        const w = new DocketWorker({ servers: server.url, queue, handler: () => null, ...options });
+        workers.add(w);
+        await w.start();
+        outcomes[name] = 'started';
+      } catch {
+        outcomes[name] = 'refused';
+      }
+    }
+    expect(outcomes).toEqual(Object.fromEntries(Object.keys(cases).map((k) => [k, 'refused'])));
+  });
+
+  test('a Worker with more concurrency than one claim may ask for still gets jobs', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const w = await startWorker(queue, () => 'ran', { concurrency: 5_000 });
+    const [jobId] = await submitMany(queue, 1);
+    await untilJob(node, jobId!, (r) => r.state.job.value === 'succeeded', 'the job ran', 5_000);
+    expect(w.counts.lost).toBe(0);
+  });
+
   test('close() of an idle worker returns within claimWaitMs', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const w = await startWorker(queue, () => null, { claimWaitMs: 300 });
