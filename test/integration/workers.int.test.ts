@@ -22,7 +22,7 @@ import { auditMessages } from '../../src/audit/audit.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { caughtUp, openResources, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
-import { claim, complete, deferred, doubleOpenRuns, eventually, fence, heartbeat, leadNow, maxOpenRuns, until, untilJob, work } from '../support/worker-helpers.js';
+import { claim, complete, deferred, doubleOpenRuns, eventually, fence, heartbeat, leadNow, maxOpenRuns, until, untilJob, untilParked, work } from '../support/worker-helpers.js';
 
 let server: TestNatsServer;
 let node: DocketNode;
@@ -330,6 +330,24 @@ describe('Worker', () => {
     const t = performance.now();
     await w.close();
     expect(performance.now() - t).toBeLessThan(1_500);
+  });
+});
+
+describe('delays on the real clock', () => {
+  test('a parked claim answers when a job submitted with delay_ms comes due, not at the next poll', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    await leadNow(nc, queue, [node]);
+    const parked = claim(nc, queue, { wait_ms: 10_000, lease_ms: 60_000 });
+    await untilParked(node, queue);
+    const submittedAt = performance.now();
+    const { job_id: jobId } = await client.submit({ queue, delay_ms: 300 });
+    const [job] = await parked;
+    const ms = performance.now() - submittedAt;
+    expect(job!.job_id).toBe(jobId);
+    expect(ms).toBeGreaterThanOrEqual(290);
+    // The dispatcher arms a timer for the earliest run_at; its poll fallback is 1 s.
+    expect(ms).toBeLessThan(700);
+    await complete(nc, queue, job!);
   });
 });
 
