@@ -198,6 +198,20 @@ describe('Worker', () => {
     expect(detail.run).toMatchObject({ status: 'failed', failure_reason: 'cancelled', result: null });
   });
 
+  test('automatic heartbeats keep a run alive for longer than its lease (real clock)', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const [jobId] = await submitMany(queue, 1);
+    const w = await startWorker(queue, async (_job, ctx) => {
+      await new Promise((r) => setTimeout(r, 2_600)); // the handler's work: 2.6 leases long
+      return { aborted: ctx.signal.aborted };
+    }, { leaseMs: 1_000 });
+    const done = await untilJob(node, jobId!, (r) => r.state.job.value !== 'running' && r.state.job.value !== 'queued', 'the run ended', 10_000);
+    expect(done.state.job.value).toBe('succeeded');
+    expect(done.state.run.context.result).toEqual({ aborted: false });
+    await eventually(() => w.inFlight === 0, 'the worker saw the completion');
+    expect(w.counts).toEqual({ succeeded: 1, failed: 0, lost: 0 });
+  });
+
   test('a run whose lease lapsed has its AbortSignal fired on the next heartbeat; its completion is refused', async ({ task }) => {
     // A node of its own on a ManualClock: the lapse happens when the test moves the clock.
     const queue = uniqueQueue(task.name);
