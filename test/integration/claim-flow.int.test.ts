@@ -651,6 +651,7 @@ describe('recovery by replay', () => {
 
     // A second node follows the stream; it will not lead the queue by itself for a long while.
     const follower = await startFileNode({ leadershipLeaseMs: 60_000 });
+    let failedAt = 0;
     try {
       await caughtUp(follower, jsm);
       // The leader stops (releasing the queue); the failure is appended by a node that does
@@ -660,7 +661,7 @@ describe('recovery by replay', () => {
       await transitionJob(follower.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
         envelope(follower.context, 'job.failed', current.queue, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
       );
-      const failedAt = clock.now();
+      failedAt = clock.now();
       await fence(follower);
       expect(follower.store.get(retryJobId(jobId, 1))).toBeUndefined();
       expect((await queueLog(nc, queue)).map((e) => e.type)).toEqual(['job.submitted', 'job.claimed', 'job.failed']);
@@ -672,7 +673,8 @@ describe('recovery by replay', () => {
     await leadNow(nc, queue, [node]);
     const retry = await untilJob(node, retryJobId(jobId, 1), () => true, 'the retry created by recovery');
     expect(retry.state.job.context).toMatchObject({ retry_of: jobId, attempt: 2, max_attempts: 2 });
-    expect(Date.parse(retry.state.job.context.run_at)).toBe(Date.parse((await client.get(jobId)).job.finished_at!) + 2_000);
+    // run_at = the failure's time + backoff, not the recovery's time.
+    expect(retry.state.job.context.run_at).toBe(toIso(failedAt + 2_000));
 
     // Idempotent: another restart creates no second retry.
     await restartNode();

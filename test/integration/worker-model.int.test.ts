@@ -1,19 +1,24 @@
 /**
  * A model-based test of the worker protocol against the live system (issue 3): random command
- * sequences (submit, claim by one of two workers, two workers racing, complete, fail, heartbeat,
- * advance the clock past leases, stale or resent completions, cancel, restart a node) run both
- * on a small in-memory model and on one or two real nodes sharing one stream, on a ManualClock.
+ * sequences (submit with priorities, delays and retry policies; claim by one of two workers; two
+ * workers racing; complete; fail; heartbeat; advance the clock past leases; stale or resent
+ * completions; cancel; move; restart or crash a node) run both on a small in-memory model and on
+ * one or two real nodes sharing one stream, on a ManualClock.
  *
  * Invariants checked:
- * - claims come out in the model's queue order (priority, then submit sequence, due jobs only);
+ * - claims come out in the model's queue order (priority, position, submit sequence; due jobs);
  * - a stale run's completion is refused with stale_run and appends nothing; a resend of an
  *   accepted completion is answered again and appends nothing;
- * - lapses, retries (ids derived, run_at = failure time + backoff) happen exactly as modelled;
- * - after every command, and in particular after a restart, every node's statuses of the queue's
- *   jobs equal the model's;
- * - the log never shows two open runs for one job, and holds exactly the model's claims.
+ * - lapses and retries (ids derived, run_at = failure time + backoff) happen exactly as modelled;
+ * - after every command, and in particular after a restart or crash, every node's statuses of
+ *   the queue's jobs equal the model's, and a restarted node folded the end of the log entirely;
+ * - the log never shows two open runs for one job, holds exactly the model's claims, and passes
+ *   docket audit.
  *
  * numRuns comes from DOCKET_NUM_RUNS (default 15); each run takes a fresh queue and fresh nodes.
+ * A failure prints its seed and path: DOCKET_MODEL_SEED and DOCKET_MODEL_PATH replay it;
+ * DOCKET_MODEL_TRACE=1 writes each command to stderr as it starts, DOCKET_MODEL_LOG=<file> the
+ * nodes' debug logs.
  */
 import { openSync } from 'node:fs';
 import { afterAll, beforeAll, expect } from 'vitest';
