@@ -40,6 +40,7 @@ import {
   timed,
   untilJob,
   untilParked,
+  untilRetryOf,
   work,
 } from '../support/worker-helpers.js';
 
@@ -691,8 +692,8 @@ describe('keys and retries', () => {
     const first = await submit(queue, { key: 'subject-9', max_attempts: 2, backoff: { base_ms: 5_000, max_ms: 5_000, jitter: 0 } });
     const [run] = await claim(nc, queue);
     await fail(nc, queue, run!);
-    const retry = await untilJob(node, retryJobId(first, 1), () => true, 'the retry');
-    expect(retry.state.job.context.key).toBe('subject-9');
+    const retry = await untilRetryOf(node, first);
+    expect(retry.state.job.context).toMatchObject({ key: 'subject-9', attempt: 2 });
     const again = await client.submit({ queue, key: 'subject-9' });
     expect(again).toMatchObject({ job_id: retry.jobId, created: false });
     await client.cancel(retry.jobId);

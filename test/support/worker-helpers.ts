@@ -149,6 +149,16 @@ export async function untilJob(node: DocketNode, jobId: string, predicate: (reco
   return node.store.get(jobId)!;
 }
 
+/**
+ * Resolves with the retry of `failedJobId` (the job whose retry_of names it) once `node` has it.
+ * For keyed jobs the retry's id is not retryJobId(failed, attempt): look it up by its link.
+ */
+export async function untilRetryOf(node: DocketNode, failedJobId: string, timeoutMs?: number): Promise<JobRecord> {
+  const find = () => [...node.store.values()].find((r) => r.state.job.context.retry_of === failedJobId);
+  await until(node, () => find() !== undefined, `the retry of ${failedJobId}`, timeoutMs);
+  return find()!;
+}
+
 export function statusOf(node: DocketNode, jobId: string): string | undefined {
   return node.store.get(jobId)?.state.job.value;
 }
