@@ -61,6 +61,24 @@ async function upAction(flags: UpFlags): Promise<void> {
   const log = root.child({ component: 'cli' });
 
   const { servers, local } = await resolveNats(flags, root, log);
+  // Listen for signals before the node starts: a SIGTERM that arrives before a listener exists
+  // would kill the process at once, without the clean close (checkpoint).
+  const stopRequested = new Promise<{ signal: string } | { serverExited: true }>((done) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      // A second signal while closing: stop waiting.
+      const force = () => {
+        log.warn('second signal, exiting without a clean close');
+        process.exit(1);
+      };
+      process.once('SIGINT', force);
+      process.once('SIGTERM', force);
+      done({ signal });
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+    void local?.exited.then(() => done({ serverExited: true }));
+  });
+
   let node: Awaited<ReturnType<typeof import('../node.js').startNode>>;
   try {
     const { startNode } = await import('../node.js');
@@ -77,21 +95,7 @@ async function upAction(flags: UpFlags): Promise<void> {
     throw new UnavailableError(`cannot start a docket node on ${servers}: ${error.message}`, { cause: err });
   }
 
-  const reason = await new Promise<{ signal: string } | { serverExited: true }>((done) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      // A second signal while closing: stop waiting.
-      const force = () => {
-        log.warn('second signal, exiting without a clean close');
-        process.exit(1);
-      };
-      process.once('SIGINT', force);
-      process.once('SIGTERM', force);
-      done({ signal });
-    };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
-    void local?.exited.then(() => done({ serverExited: true }));
-  });
+  const reason = await stopRequested;
 
   if ('signal' in reason) log.info({ signal: reason.signal }, 'shutting down');
   else log.error('the local nats-server exited, shutting down');

@@ -8,11 +8,12 @@ import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Json } from '../../machines/index.js';
 import type { ClaimedJob } from '../commands/schemas.js';
-import { coerceError, DocketError, fromErrorBody, NonRetryableJobError, type ErrorBody } from '../errors.js';
+import { coerceError, DocketError, fromErrorBody, InvalidRequestError, NonRetryableJobError, type ErrorBody } from '../errors.js';
+import { JobDefaults, Limits } from '../commands/limits.js';
 import { randomIds } from '../ids.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { connectNats } from '../nats/connection.js';
-import { subjects, type WorkVerb } from '../nats/subjects.js';
+import { isQueueName, subjects, type WorkVerb } from '../nats/subjects.js';
 
 /** Claims a worker keeps open at once. */
 const MAX_CLAIMS_IN_FLIGHT = 4;
@@ -81,11 +82,20 @@ export class Worker {
   /** Runs finished by this worker, by outcome (for tests and metrics). */
   readonly counts = { succeeded: 0, failed: 0, lost: 0 };
 
+  /** Throws InvalidRequestError for options the worker protocol would refuse on every claim. */
   constructor(private readonly options: WorkerOptions) {
     this.id = options.workerId ?? `${hostname()}-${process.pid}-${randomIds.next().slice(0, 6)}`;
     this.concurrency = options.concurrency ?? 1;
-    this.leaseMs = options.leaseMs ?? 30_000;
+    this.leaseMs = options.leaseMs ?? JobDefaults.leaseMs;
     this.claimWaitMs = options.claimWaitMs ?? 2_000;
+    if (!isQueueName(options.queue)) throw new InvalidRequestError(`queue must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(options.queue)}`);
+    if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new InvalidRequestError(`concurrency must be a whole number of at least 1, got ${this.concurrency}`);
+    if (!Number.isInteger(this.leaseMs) || this.leaseMs < Limits.MinLeaseMs || this.leaseMs > Limits.MaxLeaseMs) {
+      throw new InvalidRequestError(`leaseMs must be ${Limits.MinLeaseMs}..${Limits.MaxLeaseMs}, got ${this.leaseMs}`);
+    }
+    if (!Number.isInteger(this.claimWaitMs) || this.claimWaitMs < 0 || this.claimWaitMs > Limits.MaxClaimWaitMs) {
+      throw new InvalidRequestError(`claimWaitMs must be 0..${Limits.MaxClaimWaitMs}, got ${this.claimWaitMs}`);
+    }
     this.log = (options.logger ?? silentLogger).child({ component: 'worker', queue: options.queue, workerId: this.id });
   }
 
@@ -133,7 +143,8 @@ export class Worker {
   private async claimLoop(): Promise<void> {
     let backoffMs = 100;
     while (this.running) {
-      const free = this.concurrency - this.active.size - this.reserved;
+      // One claim may ask for at most MaxClaimJobs; more slots fill over several claims.
+      const free = Math.min(this.concurrency - this.active.size - this.reserved, Limits.MaxClaimJobs);
       if (free <= 0 || this.claimsInFlight >= MAX_CLAIMS_IN_FLIGHT || this.claimBackoff) {
         await this.nextChange();
         continue;

@@ -1,6 +1,8 @@
 /**
- * The key index: per (queue, key), the live jobs (normally at most one) and how many keyed jobs
- * were ever created for it, which is the generation of the next keyed job id.
+ * The key index: per (queue, key), the live jobs (normally at most one), how many jobs were ever
+ * created for it (submits and retries alike: the generation of the next keyed job id), and the
+ * latest of them. Every job of a key takes its id from (queue, key, generation), so a keyed
+ * submit and a keyed retry racing on two nodes create the same id, and one of them wins.
  */
 import { LIVE_JOB_STATUSES } from '../../machines/index.js';
 import { canonicalJson } from '../ids.js';
@@ -9,6 +11,7 @@ import type { JobChange } from '../store/job-store.js';
 interface KeyEntry {
   readonly live: Set<string>;
   generations: number;
+  latest: { jobId: string; seq: number } | undefined;
 }
 
 export function keyIndexKey(queue: string, canonicalKey: string): string {
@@ -24,10 +27,13 @@ export class KeyIndex {
     const k = keyIndexKey(change.after.queue, canonicalJson(ctx.key));
     let entry = this.entries.get(k);
     if (!entry) {
-      entry = { live: new Set(), generations: 0 };
+      entry = { live: new Set(), generations: 0, latest: undefined };
       this.entries.set(k, entry);
     }
-    if (change.before === undefined && ctx.retry_of === null) entry.generations += 1;
+    if (change.before === undefined) {
+      entry.generations += 1;
+      if (!entry.latest || change.after.submitSeq > entry.latest.seq) entry.latest = { jobId: change.after.jobId, seq: change.after.submitSeq };
+    }
     if (LIVE_JOB_STATUSES.includes(change.after.state.job.value)) entry.live.add(change.after.jobId);
     else entry.live.delete(change.after.jobId);
   };
@@ -40,8 +46,13 @@ export class KeyIndex {
     return undefined;
   }
 
-  /** How many keyed (non-retry) jobs exist for the key: the next keyed id's generation. */
+  /** How many jobs exist for the key: the next keyed id's generation. */
   generations(queue: string, canonicalKey: string): number {
     return this.entries.get(keyIndexKey(queue, canonicalKey))?.generations ?? 0;
+  }
+
+  /** The key's most recently created job (by stream sequence). */
+  latestJob(queue: string, canonicalKey: string): string | undefined {
+    return this.entries.get(keyIndexKey(queue, canonicalKey))?.latest?.jobId;
   }
 }

@@ -82,6 +82,8 @@ export class QueueOrder {
       for (const wake of this.wakers) wake(after.queue);
     } else {
       line.delayed.push({ jobId: after.jobId, runAtMs });
+      // A parked claim's timer must learn of an earlier run_at.
+      for (const wake of this.wakers) wake(after.queue);
     }
   };
 

@@ -11,14 +11,33 @@ import { backoffDelayMs, shouldRetry } from '../../machines/index.js';
 import { toIso } from '../clock.js';
 import { createJob, envelope, type CommandContext, type Created } from '../commands/handle-command.js';
 import { InvalidTransitionError } from '../errors.js';
-import { canonicalJson, eventIdFor, retryJobId } from '../ids.js';
+import { canonicalJson, eventIdFor, keyedJobId, retryJobId } from '../ids.js';
 import type { Logger } from '../logger.js';
 import type { JobChange, JobRecord } from '../store/job-store.js';
 
-/** The live job holding a keyed job's key, if any (a newer submit may hold it after a failure). */
-function keyHolder(ctx: CommandContext, record: JobRecord): string | undefined {
+/** The canonical key of a keyed job, or null. */
+function keyOf(record: JobRecord): string | null {
   const key = record.state.job.context.key;
-  return key === null ? undefined : ctx.keys.liveJob(record.queue, canonicalJson(key));
+  return key === null ? null : canonicalJson(key);
+}
+
+/**
+ * The id of a failed job's retry. Unkeyed: derived from (failed job, attempt). Keyed: the key's
+ * next generation, the id a keyed submit would take, so a retry and a submit of the key racing
+ * on two nodes are one append (expected sequence 0) and one live job.
+ */
+function retryIdOf(ctx: CommandContext, failed: JobRecord): string {
+  const key = keyOf(failed);
+  if (key === null) return retryJobId(failed.jobId, failed.state.job.context.attempt);
+  return keyedJobId(failed.queue, key, ctx.keys.generations(failed.queue, key));
+}
+
+/** Has the failed job already been followed: its retry, or (keyed) any newer job of its key? */
+function superseded(ctx: CommandContext, failed: JobRecord): JobRecord | undefined {
+  const key = keyOf(failed);
+  if (key === null) return ctx.store.get(retryJobId(failed.jobId, failed.state.job.context.attempt));
+  const latest = ctx.keys.latestJob(failed.queue, key);
+  return latest !== undefined && latest !== failed.jobId ? ctx.store.get(latest) : undefined;
 }
 
 /** Creates the retry of a failed (or, by hand, cancelled) job. Idempotent by its derived id. */
@@ -28,12 +47,13 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
   if (status !== 'failed' && !(options.manual && status === 'cancelled')) {
     throw new InvalidTransitionError(`only a failed${options.manual ? ' or cancelled' : ''} job can be retried; job ${failed.jobId} is ${status}`);
   }
-  const attempt = job.attempt + 1;
-  const retryId = retryJobId(failed.jobId, job.attempt);
-  const holder = keyHolder(ctx, failed);
-  if (holder !== undefined && holder !== retryId) {
-    throw new InvalidTransitionError(`the key of job ${failed.jobId} is held by live job ${holder}; at most one live job per key`, { details: { job_id: holder } });
+  const next = superseded(ctx, failed);
+  if (next) {
+    if (next.state.job.context.retry_of === failed.jobId) return { record: next, created: false };
+    throw new InvalidTransitionError(`job ${failed.jobId} is superseded by job ${next.jobId} of the same key`, { details: { job_id: next.jobId } });
   }
+  const attempt = job.attempt + 1;
+  const retryId = retryIdOf(ctx, failed);
   const finishedMs = job.finished_at === null ? ctx.clock.now() : Date.parse(job.finished_at);
   const runAtMs = options.manual ? ctx.clock.now() : finishedMs + backoffDelayMs(job.backoff, job.attempt, failed.jobId);
   // The automatic and the manual retry are different commands: a manual retry of a job whose
@@ -67,13 +87,8 @@ export class Retrier {
     const job = record.state.job.context;
     const run = record.state.run.context;
     if (!shouldRetry({ reason: run.failure_reason, error: run.error, attempt: job.attempt, max_attempts: job.max_attempts })) return false;
-    if (this.ctx.store.get(retryJobId(record.jobId, job.attempt)) !== undefined) return false;
-    // One live job per key: a job submitted for the key since the failure supersedes the retry.
-    if (keyHolder(this.ctx, record) !== undefined) {
-      this.log.info({ queue: record.queue, jobId: record.jobId }, 'no retry: a newer job holds the key');
-      return false;
-    }
-    return true;
+    // Its retry exists, or (keyed) a newer job of the key supersedes it: one live job per key.
+    return superseded(this.ctx, record) === undefined;
   }
 
   readonly apply = (change: JobChange): void => {

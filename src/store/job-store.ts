@@ -14,8 +14,8 @@ export interface HistoryEntry {
   readonly time: string;
 }
 
+/** One job as folded. Kept small (one per job in memory): its subject is derived, not stored. */
 export interface JobRecord {
-  readonly subject: string;
   readonly jobId: string;
   readonly queue: string;
   readonly state: JobState;
@@ -86,7 +86,6 @@ export class JobStore {
     }
     const entry: HistoryEntry = { seq: recorded.seq, id: recorded.event.id, type: recorded.event.type, time: recorded.event.time };
     const after: JobRecord = {
-      subject: recorded.subject,
       jobId: recorded.jobId,
       queue: recorded.queue,
       state,

@@ -199,7 +199,8 @@ describe('replay equals live', () => {
       // checkpoint can hold records newer than its own sequence.
       await Promise.all(Array.from({ length: 30 }, (_, i) => client.submit({ queue: queues[0]!, params: { pre: i } })));
       await live.checkpoint();
-      midSeq = (JSON.parse(await readFile(join(liveDir, 'checkpoint.json'), 'utf8')) as { seq: number }).seq;
+      // The checkpoint is JSON lines; the first line is its header.
+      midSeq = (JSON.parse((await readFile(join(liveDir, 'checkpoint.json'), 'utf8')).split('\n')[0]!) as { seq: number }).seq;
       await mkdir(midDir, { recursive: true });
       await copyFile(join(liveDir, 'checkpoint.json'), join(midDir, 'checkpoint.json'));
       // After the checkpoint: new jobs, and transitions of jobs the checkpoint holds.

@@ -187,7 +187,6 @@ export async function callNode(node: DocketNode, verb: string, body: unknown): P
 export interface JobRecordView {
   readonly jobId: string;
   readonly queue: string;
-  readonly subject: string;
   readonly seq: number;
   readonly submitSeq: number;
   readonly state: unknown;
@@ -233,7 +232,7 @@ export function captureProjections(node: DocketNode, queues?: readonly string[],
   const ids = [...node.store.values()].filter((r) => keep(r.queue)).map((r) => r.jobId).sort();
   for (const id of ids) {
     const r = node.store.get(id)!;
-    jobs[id] = { jobId: r.jobId, queue: r.queue, subject: r.subject, seq: r.seq, submitSeq: r.submitSeq, state: r.state, history: r.history };
+    jobs[id] = { jobId: r.jobId, queue: r.queue, seq: r.seq, submitSeq: r.submitSeq, state: r.state, history: r.history };
   }
   return structuredClone({
     queueOrder,
