@@ -35,11 +35,14 @@ interface Args {
   profile: boolean;
   /** Keep the other groups' rows of the previous latest.json (re-running one group). */
   merge: boolean;
+  /** Only re-render latest.md from latest.json. */
+  render: boolean;
 }
 
 function parseArgs(argv: string[]): Args {
   let quick = false;
   let merge = false;
+  let render = false;
   let profile = false;
   let only: string[] | null = null;
   let node: NodeMode | null = null;
@@ -49,12 +52,13 @@ function parseArgs(argv: string[]): Args {
     if (arg === '--quick') quick = true;
     else if (arg === '--profile') profile = true;
     else if (arg === '--merge') merge = true;
+    else if (arg === '--render') render = true;
     else if (arg === '--only') only = (argv[++i] ?? '').split(',').filter(Boolean);
     else if (arg.startsWith('--only=')) only = arg.slice(7).split(',').filter(Boolean);
     else if (arg === '--node') node = argv[++i] as NodeMode;
     else if (arg === '--out') out = argv[++i]!;
     else if (arg === '--help' || arg === '-h') {
-      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, large_queue, audit) [--node cli|child|inproc] [--profile] [--merge] [--out dir]\n  --merge keeps the rows of groups not run now from the previous latest.json (same --quick only)');
+      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, large_queue, audit) [--node cli|child|inproc] [--profile] [--merge] [--render] [--out dir]\n  --render re-renders latest.md from latest.json without running anything\n  --merge keeps the rows of groups not run now from the previous latest.json (same --quick only)');
       process.exit(0);
     } else {
       log(`unknown argument ${arg}`);
@@ -65,7 +69,7 @@ function parseArgs(argv: string[]): Args {
     log(`--node must be cli, child or inproc`);
     process.exit(2);
   }
-  return { quick, only, node, out, profile, merge };
+  return { quick, only, node, out, profile, merge, render };
 }
 
 function version(cmd: string, args: string[], pattern: RegExp): string {
@@ -125,21 +129,13 @@ function ensureRedisBinary(): string | null {
   return 'redis-server is not installed (apt-get install -y redis-server)';
 }
 
-interface PreviousRun {
-  readonly machine: Record<string, unknown>;
-  readonly scenarios: Record<string, ScenarioResult>;
-  readonly groups: Record<string, { seconds: number; systems: GroupResult['systems'] }>;
-}
-
-function readPrevious(file: string, quick: boolean): PreviousRun | null {
+function readPrevious(file: string, quick: boolean): BenchJson | null {
   try {
-    const previous = JSON.parse(readFileSync(file, 'utf8')) as PreviousRun;
+    const previous = JSON.parse(readFileSync(file, 'utf8')) as BenchJson;
     if (Boolean(previous.machine['quick']) !== quick) {
       log(`--merge: ${file} is from a ${previous.machine['quick'] ? '--quick' : 'full'} run; not merging`);
       return null;
     }
-    // A previous merge keeps its own provenance only one level deep.
-    delete previous.machine['merged'];
     return previous;
   } catch {
     log(`--merge: no readable ${file}; not merging`);
@@ -152,8 +148,76 @@ function selected(group: Group, only: string[] | null): boolean {
   return only.some((token) => group.name.startsWith(token));
 }
 
+interface GroupRun {
+  readonly date: string;
+  readonly load_average_start: number[];
+  readonly load_average_end: number[];
+  readonly docket_commit: string;
+}
+
+interface BenchJson {
+  readonly machine: Record<string, unknown>;
+  readonly config: unknown;
+  readonly scenarios: Record<string, ScenarioResult>;
+  /** When each group's rows were measured (a --merge keeps older groups). */
+  readonly group_runs?: Record<string, GroupRun>;
+  readonly profiles?: Record<string, ProfileSummary>;
+  readonly groups: Record<string, { seconds: number; systems: GroupResult['systems'] }>;
+}
+
+function renderMarkdown(json: BenchJson): string {
+  const { machine, scenarios } = json;
+  const groups: GroupResult[] = Object.entries(json.groups).map(([name, g]) => ({ name, seconds: g.seconds, systems: g.systems }));
+  const notes = Object.entries(scenarios)
+    .filter(([, s]) => s.note)
+    .map(([name, s]) => `- \`${name}\`: ${s.note}`);
+  const loads = (xs: number[] | undefined): string => (xs ?? []).join(' ');
+  // Groups measured in other runs (--merge), by run.
+  const byRun = new Map<string, { run: GroupRun; groups: string[] }>();
+  for (const [group, run] of Object.entries(json.group_runs ?? {})) {
+    if (run.date === machine['date']) continue;
+    const entry = byRun.get(run.date) ?? { run, groups: [] };
+    entry.groups.push(group);
+    byRun.set(run.date, entry);
+  }
+  const provenance = [...byRun.values()].map(
+    ({ run, groups: names }) => `Rows of ${names.join(', ')} come from the run of ${run.date} (docket ${run.docket_commit}, load ${loads(run.load_average_start)} → ${loads(run.load_average_end)}).`,
+  );
+  const profiles = json.profiles ?? {};
+  return [
+    `# docket bench${machine['quick'] ? ' (--quick: 10x fewer jobs)' : ''}`,
+    '',
+    `${String(machine['date'])} · ${String(machine['cores'])} × ${String(machine['cpu_model'])} · load ${loads(machine['load_average_start'] as number[])} → ${loads(machine['load_average_end'] as number[])} · ${String(machine['memory_gib'])} GiB · Node ${String(machine['node'])} · nats-server ${String(machine['nats_server'])} · redis-server ${String(machine['redis_server'])} · BullMQ ${String(machine['bullmq'])} · docket ${String(machine['docket_commit'])} (node: ${String(machine['docket_node'])}) · ${String(machine['seconds'])} s`,
+    '',
+    'Each figure: median of 3 runs (min–max). Ratio = docket ÷ peer (for ms and bytes, lower is better).',
+    ...(provenance.length ? ['', ...provenance, "Each row's docket and peer figures were measured in the same run."] : []),
+    '',
+    markdownTable(scenarios),
+    '',
+    '## Where the CPU went (median run, % of one core; 2 cores = 200%)',
+    '',
+    cpuTable(groups),
+    '',
+    ...(notes.length ? ['## Notes', '', ...notes, ''] : []),
+    ...(Object.keys(profiles).length
+      ? [
+          '## Profiles (--profile: docket nodes ran with --cpu-prof, so the figures above carry its overhead)',
+          '',
+          ...Object.entries(profiles).map(([group, summary]) => profileMarkdown(group, summary)),
+        ]
+      : []),
+  ].join('\n');
+}
+
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  if (args.render) {
+    const json = JSON.parse(readFileSync(join(args.out, 'latest.json'), 'utf8')) as BenchJson;
+    const md = renderMarkdown(json);
+    writeFileSync(join(args.out, 'latest.md'), md);
+    process.stdout.write(`${md}\n`);
+    return;
+  }
   const config = benchConfig(args.quick);
   const nodeMode = args.node ?? defaultNodeMode();
   const machine = machineInfo(nodeMode, args.quick, args);
@@ -188,7 +252,7 @@ async function main(): Promise<void> {
     endToEndGroup(env, 1),
     latencyGroup(env),
     largeGroup(env),
-    auditGroup(config.foldJobs * 8),
+    auditGroup(config.foldJobs * 8, config.quick ? 2 : 3),
   ];
   const groups = allGroups.filter((g) => selected(g, args.only));
   if (groups.length === 0) {
@@ -231,69 +295,48 @@ async function main(): Promise<void> {
     await stopAll();
   }
 
+  machine['load_average_end'] = loadavg().map((x) => Math.round(x * 100) / 100);
+  machine['seconds'] = Math.round((performance.now() - started) / 1000);
+  const thisRun: GroupRun = {
+    date: String(machine['date']),
+    load_average_start: machine['load_average_start'] as number[],
+    load_average_end: machine['load_average_end'] as number[],
+    docket_commit: String(machine['docket_commit']),
+  };
+
   const previous = args.merge ? readPrevious(join(args.out, 'latest.json'), args.quick) : null;
   const scenarios: Record<string, ScenarioResult> = {};
   const shownGroups: GroupResult[] = [];
-  const mergedGroups: string[] = [];
+  const groupRuns: Record<string, GroupRun> = {};
   for (const group of allGroups) {
     const i = groups.indexOf(group);
     if (i >= 0) {
       for (const row of group.rows) scenarios[row.scenario] = buildScenario(results[i]!, row);
       shownGroups.push(results[i]!);
+      groupRuns[group.name] = thisRun;
     } else if (previous?.groups[group.name]) {
       const kept = previous.groups[group.name]!;
       for (const [name, scenario] of Object.entries(previous.scenarios)) if (scenario.group === group.name) scenarios[name] = scenario;
       shownGroups.push({ name: group.name, seconds: kept.seconds, systems: kept.systems });
-      mergedGroups.push(group.name);
+      groupRuns[group.name] = previous.group_runs?.[group.name] ?? {
+        date: String(previous.machine['date']),
+        load_average_start: previous.machine['load_average_start'] as number[],
+        load_average_end: previous.machine['load_average_end'] as number[],
+        docket_commit: String(previous.machine['docket_commit']),
+      };
     }
   }
-  if (previous && mergedGroups.length > 0) {
-    machine['merged'] = { groups: mergedGroups, from_run: previous.machine };
-  }
-  machine['load_average_end'] = loadavg().map((x) => Math.round(x * 100) / 100);
-  machine['seconds'] = Math.round((performance.now() - started) / 1000);
 
-  const table = markdownTable(scenarios);
-  const notes = Object.entries(scenarios)
-    .filter(([, s]) => s.note)
-    .map(([name, s]) => `- \`${name}\`: ${s.note}`);
-  const md = [
-    `# docket bench${args.quick ? ' (--quick: 10x fewer jobs)' : ''}`,
-    '',
-    `${machine['date']} · ${machine['cores']} × ${machine['cpu_model']} · load ${(machine['load_average_start'] as number[]).join(' ')} → ${(machine['load_average_end'] as number[]).join(' ')} · ${machine['memory_gib']} GiB · Node ${machine['node']} · nats-server ${machine['nats_server']} · redis-server ${machine['redis_server']} · BullMQ ${machine['bullmq']} · docket ${machine['docket_commit']} (node: ${nodeMode}) · ${machine['seconds']} s`,
-    '',
-    'Each figure: median of 3 runs (min–max). Ratio = docket ÷ peer (for ms, lower is better).',
-    ...(mergedGroups.length > 0 && previous
-      ? [
-          '',
-          `Rows of ${mergedGroups.join(', ')} come from the run of ${String(previous.machine['date'])} (load ${String((previous.machine['load_average_start'] as number[] | undefined)?.join(' '))}); each row's docket and peer figures were measured in the same run.`,
-        ]
-      : []),
-    '',
-    table,
-    '',
-    '## Where the CPU went (median run, % of one core; 2 cores = 200%)',
-    '',
-    cpuTable(shownGroups),
-    '',
-    ...(notes.length ? ['## Notes', '', ...notes, ''] : []),
-    ...(args.profile
-      ? [
-          '## Profiles (--profile: docket nodes ran with --cpu-prof, so the figures above carry its overhead)',
-          '',
-          ...Object.entries(profiles).map(([group, summary]) => profileMarkdown(group, summary)),
-        ]
-      : []),
-  ].join('\n');
-
-  mkdirSync(args.out, { recursive: true });
-  const json = {
+  const json: BenchJson = {
     machine,
     config,
     scenarios,
+    group_runs: groupRuns,
     ...(args.profile ? { profiles } : {}),
     groups: Object.fromEntries(shownGroups.map((r) => [r.name, { seconds: r.seconds, systems: r.systems }])),
   };
+  const md = renderMarkdown(json);
+  mkdirSync(args.out, { recursive: true });
   writeFileSync(join(args.out, 'latest.json'), `${JSON.stringify(json, null, 2)}\n`);
   writeFileSync(join(args.out, 'latest.md'), md);
   process.stdout.write(`${md}\n`);

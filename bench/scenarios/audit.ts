@@ -34,7 +34,7 @@ function toMeasurement(result: unknown): Measurement {
   throw new Error(`benchAuditVsRead returned ${JSON.stringify(result)?.slice(0, 200)}`);
 }
 
-export function auditGroup(events: number): Group {
+export function auditGroup(events: number, passes: number): Group {
   return {
     name: 'audit',
     // benchAuditVsRead writes its own log and makes several passes; one call gives the samples.
@@ -51,7 +51,7 @@ export function auditGroup(events: number): Group {
         if (typeof mod.benchAuditVsRead !== 'function') throw new NotAvailableError('bench/audit-bench.ts exports no benchAuditVsRead');
         const nats = await startNatsServer();
         try {
-          return toMeasurement(await mod.benchAuditVsRead(nats.url, { events, passes: 3 }));
+          return toMeasurement(await mod.benchAuditVsRead(nats.url, { events, passes }));
         } finally {
           await nats.stop();
         }

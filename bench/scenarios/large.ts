@@ -60,6 +60,7 @@ async function submitChunks(client: ClientApi, queue: string, n: number, chunk: 
   let markCount = 0;
   for (let offset = 0; offset < n; offset += chunk) {
     const size = Math.min(chunk, n - offset);
+    const chunkStarted = performance.now();
     let jobs: Awaited<ReturnType<ClientApi['submitBatch']>>['jobs'];
     try {
       ({ jobs } = await client.submitBatch(Array.from({ length: size }, (_, i) => ({ queue, params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } }))));
@@ -76,6 +77,11 @@ async function submitChunks(client: ClientApi, queue: string, n: number, chunk: 
     if (refused > 0) throw new Error(`${refused} submits refused after ${offset} submitted: ${JSON.stringify(jobs.find((j) => !j.ok)?.error)}`);
     progress.submitted = offset + size;
     const now = performance.now();
+    const chunkMs = now - chunkStarted;
+    if (chunkMs > 5_000) {
+      progress.curve.push({ upTo: progress.submitted, rate: Math.round((size / chunkMs) * 1000) });
+      if (label) process.stderr.write(`  ${label}: the chunk up to ${progress.submitted.toLocaleString('en-US')} took ${(chunkMs / 1000).toFixed(1)} s\n`);
+    }
     if (progress.submitted - markCount >= step || progress.submitted === n) {
       const rate = ((progress.submitted - markCount) / (now - markAt)) * 1000;
       progress.curve.push({ upTo: progress.submitted, rate: Math.round(rate) });
@@ -137,15 +143,22 @@ export function largeGroup(env: BenchEnv): Group {
         let fillCpu: Measurement['cpu'];
         // A failing stage (a node that runs out of memory at 1M jobs, say) is recorded and ends
         // the run; the figures of the stages before it are kept.
-        const stage = async (name: string, fn: () => Promise<void>): Promise<boolean> => {
-          if (extra['failed_stage'] !== undefined) return false;
+        // `independent` stages (restarts need only the log) run after a failed one, unless the
+        // node never started.
+        const stage = async (name: string, fn: () => Promise<void>, independent = false): Promise<boolean> => {
+          if (extra['failed_stage'] !== undefined && !(independent && node)) return false;
           try {
             await fn();
             return true;
           } catch (err: unknown) {
-            extra['failed_stage'] = name;
-            extra['error'] = err instanceof Error ? err.message.slice(0, 2000) : String(err);
-            process.stderr.write(`  large_queue docket: ${name} failed: ${String(extra['error']).split('\n')[0]}\n`);
+            const message = err instanceof Error ? err.message.slice(0, 2000) : String(err);
+            if (extra['failed_stage'] === undefined) {
+              extra['failed_stage'] = name;
+              extra['error'] = message;
+            } else {
+              extra[`error_${name}`] = message;
+            }
+            process.stderr.write(`  large_queue docket: ${name} failed: ${message.split('\n')[0]}\n`);
             return false;
           }
         };
@@ -193,11 +206,13 @@ export function largeGroup(env: BenchEnv): Group {
               samples['claim_large']!.push(rate);
               if (k / rate > SLOW_SAMPLE_S) break; // one slow sample says enough; keep the run bounded
             }
-            await client!.close();
+          });
+          await stage('counting the log', async () => {
+            await client?.close();
             client = undefined;
             const info = await fetch(`http://127.0.0.1:${nats.monitorPort}/jsz`).then((r) => r.json() as Promise<{ messages?: number }>).catch(() => ({ messages: undefined }));
             extra['events_in_log'] = info.messages;
-          });
+          }, true);
           await stage('restarts with the history', async () => {
             for (let i = 0; i < SAMPLES; i++) {
               await node!.close();
@@ -230,7 +245,7 @@ export function largeGroup(env: BenchEnv): Group {
               else samples['first_claim_ms']!.push(firstClaim);
               if (slowRestart) break; // one slow sample says enough; keep the run bounded
             }
-          });
+          }, true);
           for (const [name, xs] of Object.entries(samples)) if (xs.length > 0) values[name] = median(xs);
           return { values, samples, ...(fillCpu ? { cpu: fillCpu } : {}), extra };
         } finally {
