@@ -4,7 +4,7 @@
  * claim's time (the dispatcher's decision): the job's order key, the ready jobs that stood ahead
  * of it, and then, folding on, what became of each of those. Pure: messages in, explanation out.
  */
-import { evolveJob, type JobEvent } from '../../machines/index.js';
+import { evolveJob, type JobClaimedData, type JobEvent } from '../../machines/index.js';
 import type { OrderKey } from '../projections/queue-order.js';
 import { decodeMessage } from './decode.js';
 import { QueueReplay, type ChainLink, type JobReplay } from './replay.js';
@@ -22,15 +22,10 @@ export interface AheadJob {
   readonly fate_worker: string | null;
 }
 
-export interface ClaimView {
+/** The claim that won: its job.claimed data, where it stands in the log and when. */
+export interface ClaimView extends JobClaimedData {
   readonly seq: number;
   readonly time: string;
-  readonly run_id: string;
-  readonly worker: string;
-  readonly host: string;
-  readonly pid: number;
-  readonly version: string;
-  readonly lease_ms: number;
 }
 
 export interface Explanation {
