@@ -18,8 +18,16 @@ export type JobStatus =
   | 'skipped'
   | 'ignored';
 
-export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = ['succeeded', 'failed', 'cancelled', 'skipped', 'ignored'];
-export const LIVE_JOB_STATUSES: readonly JobStatus[] = ['waiting', 'queued', 'running'];
+const LIVE = ['waiting', 'queued', 'running'] as const satisfies readonly JobStatus[];
+const TERMINAL = ['succeeded', 'failed', 'cancelled', 'skipped', 'ignored'] as const satisfies readonly JobStatus[];
+export const LIVE_JOB_STATUSES: readonly JobStatus[] = LIVE;
+export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = TERMINAL;
+/** Every status a submitted job can be in (all but `new`), in lifecycle order. */
+export const JOB_STATUSES = [...LIVE, ...TERMINAL] as const;
+
+export function isLiveStatus(status: JobStatus): boolean {
+  return LIVE_JOB_STATUSES.includes(status);
+}
 
 export interface JobContext {
   readonly job_id: string;

@@ -12,7 +12,7 @@ import { envelope, transitionJob, type CommandContext } from './commands/handle-
 import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
 import { movedData } from './commands/move.js';
 import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retrySchema } from './commands/schemas.js';
-import { Leadership } from './cluster/leadership.js';
+import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
 import { WorkService } from './dispatch/work-service.js';
 import { NotFoundError } from './errors.js';
@@ -189,7 +189,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   if (checkpointPath && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
 
   // Leader-only reactors: the queue's dispatcher, its leases and its retries.
-  const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? 5000, options.replicas ?? 1);
+  const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1);
   await leadership.start();
   const isLeader = (queue: string) => leadership.isLeader(queue);
   const leases = new LeaseKeeper(context, isLeader, clock, root.child({ component: 'leases' }));

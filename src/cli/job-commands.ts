@@ -3,6 +3,7 @@
  * and, with `--json`, one JSON document `{ok:true, ...}` with the reply's fields.
  */
 import type { Command } from 'commander';
+import { JOB_STATUSES } from '../../machines/index.js';
 import { DocketError } from '../errors.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
 import { parseInteger, parseIsoTime, parseJsonObject, parseKey, parsePositiveInteger } from './options.js';
@@ -133,7 +134,7 @@ async function cancelAction(jobId: string, flags: CancelFlags): Promise<number> 
   return 0;
 }
 
-const STATES = ['waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped', 'ignored'] as const;
+const STATES = JOB_STATUSES;
 
 async function progressAction(queue: string | undefined, flags: CommonFlags): Promise<number> {
   const queues = await withClient(flags, (client) => client.progress(queue));

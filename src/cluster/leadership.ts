@@ -20,6 +20,9 @@ export interface LeaderInfo {
   readonly expiresAt: number;
 }
 
+/** A queue's leadership lease, renewed every third of it; a takeover waits at most this long. */
+export const DEFAULT_LEADERSHIP_LEASE_MS = 5_000;
+
 export type LeadershipListener = (queue: string, leading: boolean) => void;
 
 export class Leadership {
@@ -34,8 +37,7 @@ export class Leadership {
     private readonly nc: NatsConnection,
     readonly node: string,
     private readonly log: Logger,
-    /** @defaultValue 5000 */
-    readonly leaseMs = 5000,
+    readonly leaseMs = DEFAULT_LEADERSHIP_LEASE_MS,
     private readonly replicas = 1,
   ) {}
 

@@ -3,8 +3,8 @@
  * these) the JSON Schemas shipped in schemas/. Unknown fields are refused.
  */
 import { z } from 'zod';
-import { Priority, type JsonObject } from '../../machines/index.js';
-import { QUEUE_NAME } from '../nats/subjects.js';
+import { JOB_STATUSES, Priority, type JsonObject } from '../../machines/index.js';
+import { ID_TOKEN, QUEUE_NAME } from '../nats/subjects.js';
 import { Limits } from './limits.js';
 
 /**
@@ -28,7 +28,7 @@ const jsonObject = z.custom<Record<string, unknown>>(
 const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 
 export const queueName = z.string().regex(QUEUE_NAME, 'must match [A-Za-z0-9_-]{1,64}');
-export const idToken = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9_-]');
+export const idToken = z.string().regex(ID_TOKEN, 'must be 1-128 characters of [A-Za-z0-9_-]');
 const commandId = z.string().min(1).max(200);
 
 export const backoffSchema = z
@@ -89,7 +89,7 @@ export const getSchema = z.object({ job_id: idToken }).strict();
 export const listSchema = z
   .object({
     queue: queueName,
-    status: z.enum(['waiting', 'queued', 'running', 'succeeded', 'failed', 'cancelled', 'skipped', 'ignored']).optional(),
+    status: z.enum(JOB_STATUSES).optional(),
     limit: z.number().int().min(1).max(Limits.MaxListLimit).optional(),
     cursor: z.string().regex(/^\d+$/, 'must be a cursor returned by list').optional(),
   })

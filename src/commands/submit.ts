@@ -3,7 +3,7 @@
  * or command id + index), so a resend or a race never creates a second job. A batch is N
  * independent appends, reported per item; resending it completes what was missing.
  */
-import { Priority, type JobKey, type JsonObject } from '../../machines/index.js';
+import { isLiveStatus, Priority, type JobKey, type JsonObject } from '../../machines/index.js';
 import { toIso } from '../clock.js';
 import { DocketError, coerceError, type ErrorBody } from '../errors.js';
 import { canonicalJson, commandJobId, eventIdFor, keyedJobId } from '../ids.js';
@@ -54,8 +54,7 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
 }
 
 function isLive(record: JobRecord): boolean {
-  const status = record.state.job.value;
-  return status === 'queued' || status === 'running' || status === 'waiting';
+  return isLiveStatus(record.state.job.value);
 }
 
 function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string) {

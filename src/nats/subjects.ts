@@ -9,21 +9,22 @@ export const COMMAND_QUEUE_GROUP = 'docket';
 export const COMMAND_PREFIX = 'docket.cmd';
 
 export const QUEUE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
-const TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
+/** A job id, run id or node name: one subject token. */
+export const ID_TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
 
 export function isQueueName(queue: unknown): queue is string {
   return typeof queue === 'string' && QUEUE_NAME.test(queue);
 }
 
 export function isIdToken(id: unknown): id is string {
-  return typeof id === 'string' && TOKEN.test(id);
+  return typeof id === 'string' && ID_TOKEN.test(id);
 }
 
 function assertQueue(queue: string): void {
   if (!QUEUE_NAME.test(queue)) throw new Error(`invalid queue name ${JSON.stringify(queue)}`);
 }
 function assertToken(id: string): void {
-  if (!TOKEN.test(id)) throw new Error(`invalid id ${JSON.stringify(id)}`);
+  if (!ID_TOKEN.test(id)) throw new Error(`invalid id ${JSON.stringify(id)}`);
 }
 
 export const subjects = {

@@ -4,7 +4,7 @@
  * latest of them. Every job of a key takes its id from (queue, key, generation), so a keyed
  * submit and a keyed retry racing on two nodes create the same id, and one of them wins.
  */
-import { LIVE_JOB_STATUSES } from '../../machines/index.js';
+import { isLiveStatus } from '../../machines/index.js';
 import { canonicalJson } from '../ids.js';
 import type { JobChange } from '../store/job-store.js';
 
@@ -34,7 +34,7 @@ export class KeyIndex {
       entry.generations += 1;
       if (!entry.latest || change.after.submitSeq > entry.latest.seq) entry.latest = { jobId: change.after.jobId, seq: change.after.submitSeq };
     }
-    if (LIVE_JOB_STATUSES.includes(change.after.state.job.value)) entry.live.add(change.after.jobId);
+    if (isLiveStatus(change.after.state.job.value)) entry.live.add(change.after.jobId);
     else entry.live.delete(change.after.jobId);
   };
 

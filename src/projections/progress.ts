@@ -2,7 +2,7 @@
  * Progress: per queue, the count of jobs in each state, and DataJoint's view of the same counts
  * (pending, reserved, success, error, ignore, total).
  */
-import type { JobStatus } from '../../machines/index.js';
+import { JOB_STATUSES, type JobStatus } from '../../machines/index.js';
 import type { JobChange } from '../store/job-store.js';
 
 export type StatusCounts = Record<Exclude<JobStatus, 'new'>, number>;
@@ -20,7 +20,7 @@ export interface QueueProgress {
 }
 
 function emptyCounts(): StatusCounts {
-  return { waiting: 0, queued: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0, skipped: 0, ignored: 0 };
+  return Object.fromEntries(JOB_STATUSES.map((status) => [status, 0])) as StatusCounts;
 }
 
 export class Progress {
