@@ -98,7 +98,10 @@ export function deriveFold<C, E extends EventObject>(
         if (candidate.guard && !candidate.guard({ context: state.context, event })) continue;
         let next = state.context;
         for (const reduce of candidate.reducers) next = reduce(next, event);
-        return { value: candidate.target ?? state.value, context: next };
+        const value = candidate.target ?? state.value;
+        // An event that changes neither (a run machine seeing job.submitted, say) keeps the
+        // state object: one fewer allocation per event and per job held in memory.
+        return value === state.value && next === state.context ? state : { value, context: next };
       }
       return null;
     },

@@ -12,6 +12,15 @@ export interface IdSource {
 
 export const randomIds: IdSource = { next: () => randomUUID().replaceAll('-', '') };
 
+/**
+ * `prefix + body` as one flat string. A template literal of 13+ characters is a V8 cons string
+ * (a pair of pointers to its parts), and ids are held once per job in memory: joining makes
+ * one sequential string, about 30 bytes smaller per id.
+ */
+export function prefixedId(prefix: string, body: string): string {
+  return [prefix, body].join('');
+}
+
 function digest(...parts: readonly string[]): string {
   const h = createHash('sha256');
   for (const part of parts) h.update(part).update('\u0000');
@@ -20,22 +29,22 @@ function digest(...parts: readonly string[]): string {
 
 /** A keyed job's id: one per (queue, key, generation); generation counts the key's earlier jobs. */
 export function keyedJobId(queue: string, canonicalKey: string, generation: number): string {
-  return `k${digest('keyed', queue, canonicalKey, String(generation))}`;
+  return prefixedId('k', digest('keyed', queue, canonicalKey, String(generation)));
 }
 
 /** An unkeyed job's id from the client's command id and its index in a batch. */
 export function commandJobId(queue: string, commandId: string, index: number): string {
-  return `c${digest('command', queue, commandId, String(index))}`;
+  return prefixedId('c', digest('command', queue, commandId, String(index)));
 }
 
 /** A retry's id: one per (failed job, attempt), so the retry can never be created twice. */
 export function retryJobId(failedJobId: string, attempt: number): string {
-  return `r${digest('retry', failedJobId, String(attempt))}`;
+  return prefixedId('r', digest('retry', failedJobId, String(attempt)));
 }
 
 /** The event id (and Nats-Msg-Id) of the event a command appends to one aggregate. */
 export function eventIdFor(commandId: string, aggregateId: string, index = 0): string {
-  return `e${digest('event', commandId, aggregateId, String(index))}`;
+  return prefixedId('e', digest('event', commandId, aggregateId, String(index)));
 }
 
 /** Canonical JSON (sorted keys) so that equal keys give equal ids. */

@@ -13,12 +13,12 @@ import {
 import type { Clock } from '../clock.js';
 import { toIso } from '../clock.js';
 import { InvalidTransitionError, NotFoundError, StaleRunError, ConflictError } from '../errors.js';
-import { eventIdFor, type IdSource } from '../ids.js';
+import { eventIdFor, prefixedId, type IdSource } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { subjects } from '../nats/subjects.js';
 import type { KeyIndex } from '../projections/key-index.js';
 import { AppendConflictError, type EventStore } from '../store/event-store.js';
-import type { JobRecord, JobStore } from '../store/job-store.js';
+import { holdsEvent, type JobRecord, type JobStore } from '../store/job-store.js';
 import type { LogTail } from '../store/log-tail.js';
 import { Limits } from './limits.js';
 
@@ -49,8 +49,9 @@ export function envelope<T extends JobEvent['type']>(
   id: string,
   data: JobEventOf<T>['data'],
   meta: Partial<EventMeta> = {},
+  time: string = toIso(ctx.clock.now()),
 ): JobEventOf<T> {
-  return { v: ENVELOPE_VERSION, id, type, time: toIso(ctx.clock.now()), queue, data, meta: { ...meta, node: ctx.node } } as JobEventOf<T>;
+  return { v: ENVELOPE_VERSION, id, type, time, queue, data, meta: { ...meta, node: ctx.node } } as JobEventOf<T>;
 }
 
 async function appendAndApply(ctx: CommandContext, queue: string, jobId: string, expectedSeq: number, event: JobEvent): Promise<JobRecord> {
@@ -85,7 +86,7 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   const mine = ctx.store.bySubmitEventId(event.id);
   if (mine) return { record: mine, created: true };
   const existing = ctx.store.get(jobId);
-  if (existing) return { record: existing, created: false };
+  if (existing) return { record: existing, created: existing.submitId === event.id };
   const decision = decideJob(INITIAL_JOB_STATE, event);
   if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: jobId } });
   const subject = subjects.job(queue, jobId);
@@ -105,7 +106,7 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
     await ctx.tail.waitFor(err.actualSeq);
     const record = ctx.store.get(jobId);
     if (!record) throw new ConflictError(`job ${jobId} exists on the stream but could not be loaded`, { cause: err });
-    return { record, created: record.history[0]?.id === event.id };
+    return { record, created: record.submitId === event.id };
   }
 }
 
@@ -127,7 +128,7 @@ export async function transitionJob(
   commandId: string | undefined,
   build: (record: JobRecord, eventId: string) => JobEvent,
 ): Promise<Transitioned> {
-  const eventId = commandId === undefined ? `e${ctx.ids.next()}` : eventIdFor(commandId, jobId);
+  const eventId = commandId === undefined ? prefixedId('e', ctx.ids.next()) : eventIdFor(commandId, jobId);
   for (let attempt = 0; ; attempt++) {
     let record = ctx.store.get(jobId);
     if (!record) {
@@ -137,7 +138,7 @@ export async function transitionJob(
     }
     if (!record) throw new NotFoundError(`job ${jobId} not found`, { details: { job_id: jobId } });
     const candidate = build(record, eventId);
-    if (record.history.some((h) => h.id === eventId)) return { record, event: candidate, replayed: true };
+    if (holdsEvent(record, eventId)) return { record, event: candidate, replayed: true };
     const decision = decideJob(record.state, candidate);
     if (!decision.ok) {
       const Cls = decision.code === 'stale_run' ? StaleRunError : InvalidTransitionError;

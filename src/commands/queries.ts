@@ -2,7 +2,7 @@
 import { NotFoundError } from '../errors.js';
 import type { Progress, QueueProgress } from '../projections/progress.js';
 import type { QueueIndex } from '../projections/queue-index.js';
-import type { JobRecord, JobStore } from '../store/job-store.js';
+import { historyOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import { Limits } from './limits.js';
 import type { GetCommand, ListCommand, ProgressCommand } from './schemas.js';
 
@@ -48,7 +48,7 @@ export function toDetail(record: JobRecord) {
   return {
     job: { ...toSummary(record), params: record.state.job.context.params, backoff: record.state.job.context.backoff },
     run: run.value === 'none' ? null : { status: run.value, ...run.context },
-    history: record.history.map((h) => ({ seq: h.seq, type: h.type, time: h.time, id: h.id })),
+    history: historyOf(record).map((h) => ({ seq: h.seq, type: h.type, time: h.time, id: h.id })),
   };
 }
 

@@ -6,7 +6,7 @@
 import { isLiveStatus, Priority, type JobKey, type JsonObject } from '../../machines/index.js';
 import { toIso } from '../clock.js';
 import { DocketError, coerceError, type ErrorBody } from '../errors.js';
-import { canonicalJson, commandJobId, eventIdFor, keyedJobId } from '../ids.js';
+import { canonicalJson, commandJobId, eventIdFor, keyedJobId, prefixedId } from '../ids.js';
 import type { JobRecord } from '../store/job-store.js';
 import { createJob, envelope, type CommandContext } from './handle-command.js';
 import { JobDefaults, Limits } from './limits.js';
@@ -59,7 +59,9 @@ function isLive(record: JobRecord): boolean {
 
 function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string) {
   const now = ctx.clock.now();
-  const runAt = spec.run_at !== undefined ? toIso(Date.parse(spec.run_at)) : toIso(now + (spec.delay_ms ?? 0));
+  const time = toIso(now);
+  // Without a delay run_at is the event's own time: the same string, held once per job.
+  const runAt = spec.run_at !== undefined ? toIso(Date.parse(spec.run_at)) : spec.delay_ms ? toIso(now + spec.delay_ms) : time;
   return envelope(ctx, 'job.submitted', spec.queue, eventId, {
     job_id: jobId,
     key: spec.key === undefined ? null : (spec.key as JobKey),
@@ -72,13 +74,13 @@ function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, event
     attempt: 1,
     retry_of: null,
     waiting: false,
-  });
+  }, {}, time);
 }
 
 async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string | undefined, index: number): Promise<SubmitItemResult> {
   // Without a command id the event id is random: a resend is a new submit, as the client asked.
   // One event id per (command, item), whatever job id it lands on: a resend finds its own event.
-  const eventId = commandId === undefined ? `e${ctx.ids.next()}` : eventIdFor(`${commandId}#${index}`, `submit:${spec.queue}`);
+  const eventId = commandId === undefined ? prefixedId('e', ctx.ids.next()) : eventIdFor(`${commandId}#${index}`, `submit:${spec.queue}`);
   if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, eventId);
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
   const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId));

@@ -23,7 +23,26 @@ export interface JobRecord {
   readonly seq: number;
   /** Stream sequence of `job.submitted`: the last part of the queue order key. */
   readonly submitSeq: number;
-  readonly history: readonly HistoryEntry[];
+  /** Id of `job.submitted`, the first event (its time is the context's created_at). */
+  readonly submitId: string;
+  /**
+   * The events after `job.submitted`, oldest first. The first entry is not kept as an object:
+   * it is derived from submitSeq, submitId and created_at (a queued job holds no history array).
+   */
+  readonly later: readonly HistoryEntry[];
+}
+
+const NO_EVENTS: readonly HistoryEntry[] = Object.freeze([]);
+
+/** A job's whole history, job.submitted first. */
+export function historyOf(record: JobRecord): HistoryEntry[] {
+  const first: HistoryEntry = { seq: record.submitSeq, id: record.submitId, type: 'job.submitted', time: record.state.job.context.created_at };
+  return [first, ...record.later];
+}
+
+/** Whether the event with this id is in the job's history (a resent command finds its own). */
+export function holdsEvent(record: JobRecord, eventId: string): boolean {
+  return record.submitId === eventId || record.later.some((h) => h.id === eventId);
 }
 
 export interface RecordedJobEvent {
@@ -47,7 +66,11 @@ export type JobChangeListener = (change: JobChange) => void;
 
 export class JobStore {
   private readonly jobs = new Map<string, JobRecord>();
-  /** job.submitted event id -> job id: finds what a resent submit created, whatever its id. */
+  /**
+   * job.submitted event id -> job id, for keyed jobs: a resent keyed submit finds what it created
+   * even when the key has moved to another generation (another id). An unkeyed job's id is a
+   * function of its command, so the job itself says whether a resend created it (submitId).
+   */
   private readonly bySubmitEvent = new Map<string, string>();
   private readonly listeners: JobChangeListener[] = [];
   /** Events the machines refused while folding the log (a tampered log; `docket audit` names them). */
@@ -84,27 +107,25 @@ export class JobStore {
       this.refused += 1;
       return 'refused';
     }
-    const entry: HistoryEntry = { seq: recorded.seq, id: recorded.event.id, type: recorded.event.type, time: recorded.event.time };
-    const after: JobRecord = {
-      jobId: recorded.jobId,
-      queue: recorded.queue,
-      state,
-      seq: recorded.seq,
-      submitSeq: before?.submitSeq ?? recorded.seq,
-      history: before ? [...before.history, entry] : [entry],
-    };
-    this.jobs.set(recorded.jobId, after);
-    if (!before) this.bySubmitEvent.set(entry.id, recorded.jobId);
+    const { event } = recorded;
+    const after: JobRecord = before
+      ? { jobId: before.jobId, queue: before.queue, state, seq: recorded.seq, submitSeq: before.submitSeq, submitId: before.submitId, later: [...before.later, { seq: recorded.seq, id: event.id, type: event.type, time: event.time }] }
+      : { jobId: recorded.jobId, queue: recorded.queue, state, seq: recorded.seq, submitSeq: recorded.seq, submitId: event.id, later: NO_EVENTS };
+    this.jobs.set(after.jobId, after);
+    if (!before) this.indexSubmit(after);
     for (const listener of this.listeners) listener({ before, after, recorded });
     return 'applied';
+  }
+
+  private indexSubmit(record: JobRecord): void {
+    if (record.state.job.context.key !== null) this.bySubmitEvent.set(record.submitId, record.jobId);
   }
 
   /** Puts a record back as a checkpoint stored it; listeners see it as new. */
   restore(record: JobRecord): void {
     const before = this.jobs.get(record.jobId);
     this.jobs.set(record.jobId, record);
-    const first = record.history[0];
-    if (first) this.bySubmitEvent.set(first.id, record.jobId);
+    this.indexSubmit(record);
     for (const listener of this.listeners) listener({ before, after: record, recorded: undefined });
   }
 }

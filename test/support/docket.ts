@@ -190,7 +190,8 @@ export interface JobRecordView {
   readonly seq: number;
   readonly submitSeq: number;
   readonly state: unknown;
-  readonly history: unknown;
+  readonly submitId: string;
+  readonly later: unknown;
 }
 
 export interface Projections {
@@ -232,7 +233,7 @@ export function captureProjections(node: DocketNode, queues?: readonly string[],
   const ids = [...node.store.values()].filter((r) => keep(r.queue)).map((r) => r.jobId).sort();
   for (const id of ids) {
     const r = node.store.get(id)!;
-    jobs[id] = { jobId: r.jobId, queue: r.queue, seq: r.seq, submitSeq: r.submitSeq, state: r.state, history: r.history };
+    jobs[id] = { jobId: r.jobId, queue: r.queue, seq: r.seq, submitSeq: r.submitSeq, state: r.state, submitId: r.submitId, later: r.later };
   }
   return structuredClone({
     queueOrder,
