@@ -29,7 +29,7 @@ import { KeyIndex } from './projections/key-index.js';
 import { Progress } from './projections/progress.js';
 import { QueueIndex } from './projections/queue-index.js';
 import { QueueOrder } from './projections/queue-order.js';
-import { readCheckpoint, writeCheckpoint } from './store/checkpoints.js';
+import { CheckpointFile } from './store/checkpoints.js';
 import { EventStore } from './store/event-store.js';
 import { JobStore } from './store/job-store.js';
 import { LogTail } from './store/log-tail.js';
@@ -99,15 +99,20 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   const queueIndex = new QueueIndex();
   for (const projection of [queueOrder, progress, keys, queueIndex]) store.onChange(projection.apply);
 
-  const checkpointPath = options.dataDir === undefined ? undefined : join(options.dataDir, 'checkpoint.json');
+  const checkpointFile = options.dataDir === undefined ? undefined : new CheckpointFile(join(options.dataDir, 'checkpoint.json'), streamCreated);
   let fromSeq = 1;
-  if (checkpointPath) {
-    const checkpoint = await readCheckpoint(checkpointPath, streamCreated);
+  if (checkpointFile) {
+    const restoring = Date.now();
+    const checkpoint = await checkpointFile.read();
     if (checkpoint && checkpoint.seq <= lastSeqAtStart) {
       for (const record of checkpoint.records) store.restore(record);
       fromSeq = checkpoint.seq + 1;
-      log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length }, 'checkpoint restored');
+      log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length, ms: Date.now() - restoring }, 'checkpoint restored');
     }
+    // Only changes by events go into the next segment; restored records are in the file already.
+    store.onChange((change) => {
+      if (change.recorded) checkpointFile.changed(change.after.jobId);
+    });
   }
 
   const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq);
@@ -167,12 +172,15 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   let lastCheckpointSeq = fromSeq - 1;
   let writing: Promise<void> | undefined;
   const checkpoint = async (): Promise<void> => {
-    if (!checkpointPath) return;
+    if (!checkpointFile) return;
     await writing;
     const seq = tail.position;
-    writing = writeCheckpoint(checkpointPath, streamCreated, seq, store.values())
-      .then(() => {
+    const started = Date.now();
+    writing = checkpointFile
+      .write(seq, store)
+      .then(({ records, full }) => {
         lastCheckpointSeq = seq;
+        log.info({ seq, records, full, jobs: store.size, ms: Date.now() - started }, 'checkpoint written');
       })
       .finally(() => {
         writing = undefined;
@@ -186,7 +194,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     }
   }, 1000);
   checkpointTimer.unref();
-  if (checkpointPath && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
+  if (checkpointFile && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
 
   // Leader-only reactors: the queue's dispatcher, its leases and its retries.
   const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1);

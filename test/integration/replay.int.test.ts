@@ -199,8 +199,9 @@ describe('replay equals live', () => {
       // checkpoint can hold records newer than its own sequence.
       await Promise.all(Array.from({ length: 30 }, (_, i) => client.submit({ queue: queues[0]!, params: { pre: i } })));
       await live.checkpoint();
-      // The checkpoint is JSON lines; the first line is its header.
-      midSeq = (JSON.parse((await readFile(join(liveDir, 'checkpoint.json'), 'utf8')).split('\n')[0]!) as { seq: number }).seq;
+      // The checkpoint is JSON lines; its last line seals the sequence it covers.
+      const cpLines = (await readFile(join(liveDir, 'checkpoint.json'), 'utf8')).split('\n').filter(Boolean);
+      midSeq = (JSON.parse(cpLines.at(-1)!) as { seal: number }).seal;
       await mkdir(midDir, { recursive: true });
       await copyFile(join(liveDir, 'checkpoint.json'), join(midDir, 'checkpoint.json'));
       // After the checkpoint: new jobs, and transitions of jobs the checkpoint holds.
@@ -233,11 +234,26 @@ describe('replay equals live', () => {
       await fromZero.close();
     }
 
-    const fromEnd = await startTrackedNode(server, { clock, nodeName: 'from-end', dataDir: liveDir });
+    // The live node's file: the whole write above, then the segment its close appended (only
+    // the jobs changed since). Both restored together are the live state, with nothing to fold.
+    const seals = (await readFile(join(liveDir, 'checkpoint.json'), 'utf8')).split('\n').filter((l) => l.startsWith('{"seal"'));
+    expect(seals.length).toBeGreaterThanOrEqual(2);
+    const endLines = lineSink();
+    const fromEnd = await startTrackedNode(server, { clock, nodeName: 'from-end', dataDir: liveDir, logger: endLines.logger });
     try {
+      expect(endLines.lines.find((l) => l['msg'] === 'checkpoint restored')).toMatchObject({ seq: end });
+      expect(endLines.lines.find((l) => l['msg'] === 'log folded')).toMatchObject({ events: 0 });
       expect(captureProjections(fromEnd, undefined, keys)).toEqual(liveView);
     } finally {
       await fromEnd.close();
+    }
+
+    // fromMid's close appended its tail to the copied file: restoring that file again is also live.
+    const midAgain = await startTrackedNode(server, { clock, nodeName: 'from-mid-again', dataDir: midDir });
+    try {
+      expect(captureProjections(midAgain, undefined, keys)).toEqual(liveView);
+    } finally {
+      await midAgain.close();
     }
   });
 

@@ -1,0 +1,115 @@
+/**
+ * The checkpoint file on its own (no NATS): segments append only what changed, a later segment
+ * wins, a torn segment is ignored and cut off, the file is rewritten whole when it outgrows the
+ * live records, and a file for another stream is not used.
+ */
+import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
+import { INITIAL_JOB_STATE } from '../../machines/index.js';
+import { CheckpointFile, readCheckpoint } from '../../src/store/checkpoints.js';
+import type { JobRecord } from '../../src/store/job-store.js';
+
+const STREAM_CREATED = '2026-11-26T00:00:00.000Z';
+
+/** A stand-in job store: records by id, replaced on change as the real one does. */
+class Records {
+  readonly jobs = new Map<string, JobRecord>();
+  get size(): number {
+    return this.jobs.size;
+  }
+  get(jobId: string): JobRecord | undefined {
+    return this.jobs.get(jobId);
+  }
+  values(): IterableIterator<JobRecord> {
+    return this.jobs.values();
+  }
+  put(file: CheckpointFile, jobId: string, seq: number): void {
+    this.jobs.set(jobId, { jobId, queue: "q", state: INITIAL_JOB_STATE, seq, submitSeq: seq, submitId: `e-${jobId}`, later: [] });
+    file.changed(jobId);
+  }
+}
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'docket-checkpoint-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const seqs = (records: readonly JobRecord[]) => Object.fromEntries(records.map((r) => [r.jobId, r.seq]));
+const lineCount = async (path: string) => (await readFile(path, 'utf8')).split('\n').filter(Boolean).length;
+
+describe('checkpoint file', () => {
+  test('the first write is whole; later writes append only the changed records, and the latest record wins', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const file = new CheckpointFile(path, STREAM_CREATED, { ratio: 100, slack: 0 });
+    const store = new Records();
+    for (let i = 1; i <= 5; i++) store.put(file, `j${i}`, i);
+    expect(await file.write(5, store)).toEqual({ records: 5, full: true });
+    store.put(file, 'j2', 6);
+    store.put(file, 'j6', 7);
+    expect(await file.write(7, store)).toEqual({ records: 2, full: false });
+    expect(await file.write(7, store)).toEqual({ records: 0, full: false });
+
+    const read = await readCheckpoint(path, STREAM_CREATED);
+    expect(read?.seq).toBe(7);
+    expect(read?.recordsInFile).toBe(7);
+    expect(seqs(read!.records)).toEqual({ j1: 1, j2: 6, j3: 3, j4: 4, j5: 5, j6: 7 });
+  });
+
+  test('a torn segment is ignored on read and cut off before the next append', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const file = new CheckpointFile(path, STREAM_CREATED, { ratio: 100, slack: 0 });
+    const store = new Records();
+    store.put(file, 'j1', 1);
+    await file.write(1, store);
+    const sealed = await readFile(path, 'utf8');
+    // A crash mid-segment: a whole chunk line without its seal, then half a line.
+    const chunkLine = sealed.split('\n')[1]!;
+    await appendFile(path, `${chunkLine.replace('"j1","q",1', '"j1","q",99')}\n[["j9","qu`);
+
+    const next = new CheckpointFile(path, STREAM_CREATED, { ratio: 100, slack: 0 });
+    const read = await next.read();
+    expect(read?.seq).toBe(1);
+    expect(seqs(read!.records)).toEqual({ j1: 1 });
+    expect(await readFile(path, 'utf8')).toBe(sealed);
+
+    const restored = new Records();
+    for (const r of read!.records) restored.jobs.set(r.jobId, r);
+    restored.put(next, 'j2', 2);
+    expect(await next.write(2, restored)).toEqual({ records: 1, full: false });
+    expect(seqs((await readCheckpoint(path, STREAM_CREATED))!.records)).toEqual({ j1: 1, j2: 2 });
+  });
+
+  test('a file holding more than ratio x live records (plus slack) is rewritten whole', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const file = new CheckpointFile(path, STREAM_CREATED, { ratio: 2, slack: 0 });
+    const store = new Records();
+    for (let i = 1; i <= 3; i++) store.put(file, `j${i}`, i);
+    expect((await file.write(3, store)).full).toBe(true);
+    // 3 in the file + 3 changed = 6 <= 2 x 3: a segment.
+    for (let i = 1; i <= 3; i++) store.put(file, `j${i}`, 3 + i);
+    expect(await file.write(6, store)).toEqual({ records: 3, full: false });
+    // 6 + 1 > 6: whole again, so the file holds each job once.
+    store.put(file, 'j1', 7);
+    expect(await file.write(7, store)).toEqual({ records: 3, full: true });
+    expect(await lineCount(path)).toBe(3); // header, one chunk line, seal
+    expect(seqs((await readCheckpoint(path, STREAM_CREATED))!.records)).toEqual({ j1: 7, j2: 5, j3: 6 });
+  });
+
+  test('a checkpoint of another stream, or with a seal that miscounts its segment, is not used', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const file = new CheckpointFile(path, STREAM_CREATED);
+    const store = new Records();
+    store.put(file, 'j1', 1);
+    await file.write(1, store);
+    expect(await readCheckpoint(path, '2026-11-27T00:00:00.000Z')).toBeNull();
+    const chunkLine = (await readFile(path, 'utf8')).split('\n')[1]!;
+    await appendFile(path, `${chunkLine}\n${JSON.stringify({ seal: 2, records: 2 })}\n`);
+    expect(await readCheckpoint(path, STREAM_CREATED)).toBeNull();
+    expect(await readCheckpoint(join(dir, 'missing.json'), STREAM_CREATED)).toBeNull();
+  });
+});
