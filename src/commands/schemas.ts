@@ -129,11 +129,21 @@ export const heartbeatSchema = z
     progress: z.record(idToken, jsonValue).optional(),
   })
   .strict();
-export const completeSchema = z.object({ run_id: idToken, job_id: idToken, result: jsonValue.optional(), exit_code: z.number().int().optional() }).strict();
+/**
+ * A claim carried by a complete or fail (`next`): the worker's freed slot refilled in the same
+ * round trip. It never waits (the completion's reply must not be held back); an empty answer
+ * sends the worker back to its long-poll claim.
+ */
+export const nextClaimSchema = claimSchema.omit({ wait_ms: true }).strict();
+export const completeSchema = z
+  .object({ run_id: idToken, job_id: idToken, result: jsonValue.optional(), exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })
+  .strict();
 export const jobErrorSchema = z
   .object({ message: z.string().max(64 * 1024), stack: z.string().max(64 * 1024).optional(), retryable: z.boolean().optional() })
   .strict();
-export const failSchema = z.object({ run_id: idToken, job_id: idToken, error: jobErrorSchema, exit_code: z.number().int().optional() }).strict();
+export const failSchema = z
+  .object({ run_id: idToken, job_id: idToken, error: jobErrorSchema, exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })
+  .strict();
 export const retrySchema = z.object({ id: commandId.optional(), job_id: idToken }).strict();
 export const moveSchema = z
   .object({
@@ -148,6 +158,7 @@ export const moveSchema = z
   .refine((m) => m.before !== undefined || m.after !== undefined || m.priority !== undefined, { message: 'give priority, before or after', path: ['priority'] });
 
 export type ClaimCommand = z.infer<typeof claimSchema>;
+export type NextClaimCommand = z.infer<typeof nextClaimSchema>;
 
 /** One job of a claim's reply: what a worker needs to run it, and its run id (the fencing token). */
 export interface ClaimedJob {

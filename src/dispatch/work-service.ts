@@ -8,7 +8,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Leadership, LeaderInfo } from '../cluster/leadership.js';
 import { errorReply, replyBytes } from '../commands/command-service.js';
 import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
-import { claimSchema, completeSchema, failSchema, heartbeatSchema } from '../commands/schemas.js';
+import { claimSchema, completeSchema, failSchema, heartbeatSchema, type ClaimedJob, type NextClaimCommand } from '../commands/schemas.js';
 import { parseJson, validate } from '../commands/validate.js';
 import { coerceError, DocketError, InvalidRequestError, UnavailableError } from '../errors.js';
 import type { JobError } from '../../machines/index.js';
@@ -125,7 +125,7 @@ export class WorkService {
             ...(request.exit_code === undefined ? {} : { exit_code: request.exit_code }),
           }),
         );
-        return { job_id: record.jobId, status: record.state.job.value };
+        return { job_id: record.jobId, status: record.state.job.value, ...(await this.claimNext(queue, request.next)) };
       }
       case 'fail': {
         const request = validate(failSchema, body);
@@ -138,13 +138,23 @@ export class WorkService {
             ...(request.exit_code === undefined ? {} : { exit_code: request.exit_code }),
           }),
         );
-        return { job_id: record.jobId, status: record.state.job.value };
+        return { job_id: record.jobId, status: record.state.job.value, ...(await this.claimNext(queue, request.next)) };
       }
       default: {
         const unhandled: never = verb;
         throw new UnavailableError(`unknown verb ${String(unhandled)}`);
       }
     }
+  }
+
+  /**
+   * The claim a completion carries, answered from what is ready now. The completion is already
+   * appended, so nothing here may turn its reply into an error: no dispatcher means no jobs.
+   */
+  private async claimNext(queue: string, next: NextClaimCommand | undefined): Promise<{ jobs?: ClaimedJob[] }> {
+    if (next === undefined) return {};
+    const dispatcher = this.dispatcherFor(queue);
+    return { jobs: dispatcher ? await dispatcher.claim({ ...next, wait_ms: 0 }) : [] };
   }
 
   /** A completion must come on its job's queue: the subject names which leader decides it. */

@@ -419,6 +419,59 @@ describe('leases', () => {
   });
 });
 
+describe('a completion carrying the next claim', () => {
+  test('complete and fail with next answer with the next jobs in queue order; next never waits', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const low = await submit(queue, { priority: 9 });
+    const high = await submit(queue, { priority: 1 });
+    const mid = await submit(queue, { priority: 5 });
+    const [first] = await claim(nc, queue);
+    expect(first!.job_id).toBe(high);
+    const done = await work<{ job_id: string; status: string; jobs: { job_id: string; run_id: string; lease_ms: number }[] }>(nc, queue, 'complete', {
+      job_id: first!.job_id,
+      run_id: first!.run_id,
+      result: null,
+      next: { worker: 'next-worker', max: 1, lease_ms: 5_000 },
+    });
+    expect(done).toMatchObject({ ok: true, job_id: high, status: 'succeeded', jobs: [{ job_id: mid, lease_ms: 5_000 }] });
+    const second = (done as { jobs: { job_id: string; run_id: string }[] }).jobs[0]!;
+    expect((await client.get(mid)).run).toMatchObject({ status: 'running', worker: 'next-worker', run_id: second.run_id });
+
+    const failed = await work<{ jobs: { job_id: string; run_id: string }[] }>(nc, queue, 'fail', {
+      job_id: second.job_id,
+      run_id: second.run_id,
+      error: { message: 'boom' },
+      next: { worker: 'next-worker', max: 5 },
+    });
+    expect(failed).toMatchObject({ ok: true, status: 'failed', jobs: [{ job_id: low }] });
+    const third = (failed as { jobs: { job_id: string; run_id: string }[] }).jobs[0]!;
+    // Nothing left: the next claim answers at once with no jobs (it does not long-poll).
+    const t0 = Date.now();
+    const last = await work(nc, queue, 'complete', { job_id: third.job_id, run_id: third.run_id, next: { worker: 'next-worker' } });
+    expect(last).toMatchObject({ ok: true, status: 'succeeded', jobs: [] });
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    // Without next, the reply is as before: no jobs field.
+    const plain = await submit(queue);
+    const [job] = await claim(nc, queue);
+    expect(await complete(nc, queue, job!)).toEqual({ ok: true, job_id: plain, status: 'succeeded' });
+  });
+
+  test('a refused completion claims nothing; next with wait_ms is invalid_request; both append nothing', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    await submit(queue);
+    const waiting = await submit(queue);
+    const [job] = await claim(nc, queue);
+    const before = await streamMessages(jsm);
+    expect(await refusal(work(nc, queue, 'complete', { job_id: job!.job_id, run_id: 'not-the-run', next: { worker: 'w' } }))).toBe('stale_run');
+    expect(await refusal(work(nc, queue, 'complete', { job_id: job!.job_id, run_id: job!.run_id, next: { worker: 'w', wait_ms: 100 } }))).toBe('invalid_request');
+    expect(await streamMessages(jsm)).toBe(before);
+    expect((await client.get(waiting)).job.status).toBe('queued');
+    await completeAll(queue, [job!]);
+    const [rest] = await claim(nc, queue);
+    await completeAll(queue, [rest!]);
+  });
+});
+
 describe('idempotent completions', () => {
   test('complete resent with the same run id returns the same result and appends nothing', async ({ task }) => {
     const queue = uniqueQueue(task.name);

@@ -330,6 +330,31 @@ describe('Worker', () => {
     expect(outcomes).toEqual(Object.fromEntries(Object.keys(cases).map((k) => [k, 'refused'])));
   });
 
+  test('each completion carries the next claim: jobs queued ahead take one round trip each, not two', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const ids = await submitMany(queue, 40);
+    // Every request on the queue's claim subject, as the node sees it (a plain subscription
+    // receives them beside the nodes' queue group).
+    let claims = 0;
+    const sub = nc.subscribe(subjects.work(queue, 'claim'), { callback: () => void (claims += 1) });
+    await nc.flush();
+    const order: string[] = [];
+    const w = await startWorker(queue, async (job) => {
+      order.push(job.job_id);
+      return null;
+    });
+    await until(node, allEnded(ids), 'all forty succeeded');
+    await eventually(() => w.counts.succeeded === 40, 'every completion acknowledged');
+    sub.unsubscribe();
+    // Concurrency 1: one claim found the first job, each completion brought the next; the last
+    // brought none and the claim loop went back to its long poll.
+    expect(order).toEqual(ids);
+    expect(claims).toBeLessThanOrEqual(3);
+    const log = await queueLog(nc, queue);
+    expect(doubleOpenRuns(log)).toEqual([]);
+    expect(log.filter((e) => e.type === 'job.claimed')).toHaveLength(40);
+  });
+
   test('a Worker with more concurrency than one claim may ask for still gets jobs', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const w = await startWorker(queue, () => 'ran', { concurrency: 5_000 });
