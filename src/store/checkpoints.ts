@@ -20,7 +20,8 @@
 import { createReadStream } from 'node:fs';
 import { mkdir, open, rename, rm, truncate, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type JobContext, type JobState } from '../../machines/index.js';
+import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
+import { JobDefaults } from '../commands/limits.js';
 import type { HistoryEntry, JobRecord } from './job-store.js';
 
 const FORMAT = 3;
@@ -63,9 +64,11 @@ export interface CheckpointSource {
 }
 
 /**
- * A record as one JSON array: what the file spends its bytes and the restart its parsing on.
- * The context's job_id and queue repeat the record's; a run that never started is the shared
- * initial state (0). Restored records are equal to the folded ones, field for field.
+ * A record as one flat JSON array: what the file spends its bytes and the restart its parsing
+ * on, so no keys. The context's job_id and queue repeat the record's; created_at is usually
+ * run_at (0), backoff usually the default (0), and a run that never started is the shared
+ * initial state (0). Restored records are equal to the folded ones, field for field; the object
+ * literal in fromLine gives every restored context one shape, checked against JobContext.
  */
 type RecordLine = [
   jobId: string,
@@ -74,22 +77,59 @@ type RecordLine = [
   submitSeq: number,
   submitId: string,
   later: readonly HistoryEntry[] | 0,
-  jobStatus: JobState['job']['value'],
-  jobContext: Omit<JobContext, 'job_id' | 'queue'>,
+  status: JobState['job']['value'],
+  key: JobContext['key'],
+  params: JobContext['params'],
+  priority: number,
+  position: number | null,
+  runAt: string,
+  maxAttempts: number,
+  backoff: BackoffPolicy | 0,
+  attempt: number,
+  retryOf: string | null,
+  createdAt: string | 0,
+  finishedAt: string | null,
+  endReason: string | null,
   run: JobState['run'] | 0,
 ];
 
+function isDefaultBackoff(b: BackoffPolicy): boolean {
+  const d = JobDefaults.backoff;
+  return b === d || (b.base_ms === d.base_ms && b.max_ms === d.max_ms && b.jitter === d.jitter);
+}
+
 function toLine(record: JobRecord): RecordLine {
   const { job, run } = record.state;
-  const { job_id: _id, queue: _queue, ...context } = job.context;
-  return [record.jobId, record.queue, record.seq, record.submitSeq, record.submitId, record.later.length === 0 ? 0 : record.later, job.value, context, run === INITIAL_JOB_STATE.run ? 0 : run];
+  const c = job.context;
+  return [
+    record.jobId, record.queue, record.seq, record.submitSeq, record.submitId, record.later.length === 0 ? 0 : record.later, job.value,
+    c.key, c.params, c.priority, c.position, c.run_at, c.max_attempts, isDefaultBackoff(c.backoff) ? 0 : c.backoff, c.attempt, c.retry_of,
+    c.created_at === c.run_at ? 0 : c.created_at, c.finished_at, c.end_reason,
+    run === INITIAL_JOB_STATE.run ? 0 : run,
+  ];
 }
 
 const NO_EVENTS: readonly HistoryEntry[] = Object.freeze([]);
 
-function fromLine([jobId, queue, seq, submitSeq, submitId, later, jobStatus, context, run]: RecordLine): JobRecord {
-  const job = { value: jobStatus, context: { job_id: jobId, queue, ...context } };
-  return { jobId, queue, state: { job, run: run === 0 ? INITIAL_JOB_STATE.run : run } as JobState, seq, submitSeq, submitId, later: later === 0 ? NO_EVENTS : later };
+function fromLine(line: RecordLine): JobRecord {
+  const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run] = line;
+  const context: JobContext = {
+    job_id: jobId,
+    queue,
+    key,
+    params,
+    priority,
+    position,
+    run_at: runAt,
+    max_attempts: maxAttempts,
+    backoff: backoff === 0 ? JobDefaults.backoff : backoff,
+    attempt,
+    retry_of: retryOf,
+    created_at: createdAt === 0 ? runAt : createdAt,
+    finished_at: finishedAt,
+    end_reason: endReason,
+  };
+  return { jobId, queue, state: { job: { value: status, context }, run: run === 0 ? INITIAL_JOB_STATE.run : run } as JobState, seq, submitSeq, submitId, later: later === 0 ? NO_EVENTS : later };
 }
 
 async function writeRecords(file: FileHandle, records: Iterable<JobRecord | undefined>): Promise<number> {

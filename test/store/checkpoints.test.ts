@@ -6,10 +6,12 @@
 import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { INITIAL_JOB_STATE } from '../../machines/index.js';
 import { CheckpointFile, readCheckpoint } from '../../src/store/checkpoints.js';
-import type { JobRecord } from '../../src/store/job-store.js';
+import { JobStore, type JobRecord } from '../../src/store/job-store.js';
+import { JOB_ID, QUEUE, makeJobEventSequenceArb } from '../support/arbitraries.js';
 
 const STREAM_CREATED = '2026-11-26T00:00:00.000Z';
 
@@ -111,5 +113,29 @@ describe('checkpoint file', () => {
     await appendFile(path, `${chunkLine}\n${JSON.stringify({ seal: 2, records: 2 })}\n`);
     expect(await readCheckpoint(path, STREAM_CREATED)).toBeNull();
     expect(await readCheckpoint(join(dir, 'missing.json'), STREAM_CREATED)).toBeNull();
+  });
+
+  test('property: records folded from random histories come back from the file equal, field for field', async () => {
+    const path = join(dir, 'roundtrip.json');
+    await fc.assert(
+      fc.asyncProperty(fc.array(makeJobEventSequenceArb(), { minLength: 1, maxLength: 4 }), async (histories) => {
+        const store = new JobStore();
+        const file = new CheckpointFile(path, STREAM_CREATED);
+        let seq = 0;
+        for (const [i, events] of histories.entries()) {
+          const jobId = `${JOB_ID}-${i}`;
+          for (const event of events) {
+            const e = event.type === 'job.submitted' ? { ...event, data: { ...event.data, job_id: jobId } } : event;
+            if (store.apply({ seq: ++seq, subject: `docket.evt.job.${QUEUE}.${jobId}`, queue: QUEUE, jobId, event: e }) === 'applied') file.changed(jobId);
+          }
+        }
+        await file.write(seq, store);
+        const read = await readCheckpoint(path, STREAM_CREATED);
+        const byId = new Map(read!.records.map((r) => [r.jobId, r]));
+        expect(byId.size).toBe(store.size);
+        for (const record of store.values()) expect(byId.get(record.jobId)).toEqual(record);
+      }),
+      { numRuns: 60 },
+    );
   });
 });
