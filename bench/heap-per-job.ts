@@ -1,0 +1,45 @@
+/**
+ * V8 heap held per queued job by a docket node, after a full GC: the live data, without the heap
+ * slack that the RSS row (`memory.per_queued_job`) also counts. The node runs in this process on
+ * its own nats-server; jobs are submitted in chunks of 10,000 like the large-queue fill.
+ *
+ *   node --expose-gc --import tsx bench/heap-per-job.ts [jobs=200000]
+ */
+import { startNatsServer } from '../test/support/nats-server.js';
+import { startNode } from '../src/node.js';
+import { Client } from '../src/client/client.js';
+
+const jobs = Number(process.argv[2] ?? 200_000);
+const gc = (globalThis as { gc?: () => void }).gc;
+if (!gc) {
+  process.stderr.write('run with node --expose-gc --import tsx bench/heap-per-job.ts\n');
+  process.exit(2);
+}
+const settle = async (): Promise<number> => {
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+};
+
+const nats = await startNatsServer();
+const node = await startNode({ servers: nats.url });
+const client = await Client.connect({ servers: nats.url });
+try {
+  const fill = async (queue: string, n: number): Promise<void> => {
+    for (let offset = 0; offset < n; offset += 10_000) {
+      const size = Math.min(10_000, n - offset);
+      const { jobs: replies } = await client.submitBatch(Array.from({ length: size }, (_, i) => ({ queue, params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } })));
+      if (replies.some((r) => !r.ok)) throw new Error('a submit was refused');
+    }
+  };
+  await fill('warm-up', 10_000); // the node's own one-off allocations are not per job
+  const before = await settle();
+  await fill('large', jobs);
+  const after = await settle();
+  process.stdout.write(`${JSON.stringify({ jobs, heap_bytes_per_job: Math.round((after - before) / jobs), jobs_in_store: node.store.size })}\n`);
+} finally {
+  await client.close();
+  await node.close();
+  await nats.stop();
+}
