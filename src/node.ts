@@ -93,7 +93,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   const lastSeqAtStart = info.state.last_seq;
 
   const store = new JobStore();
-  const queueOrder = new QueueOrder(() => clock.now());
+  const queueOrder = new QueueOrder(() => clock.now(), (jobId) => store.get(jobId));
   const progress = new Progress();
   const keys = new KeyIndex();
   const queueIndex = new QueueIndex();

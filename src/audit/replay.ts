@@ -332,7 +332,7 @@ export class QueueReplay {
     atMs: number,
   ) {
     this.atMs = atMs;
-    this.order = new QueueOrder(() => this.atMs);
+    this.order = new QueueOrder(() => this.atMs, (jobId) => this.store.get(jobId));
     this.store.onChange(this.order.apply);
     this.store.onChange(this.progress.apply);
   }

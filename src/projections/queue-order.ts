@@ -31,20 +31,35 @@ export function compareOrder(a: OrderKey, b: OrderKey): number {
   return a.priority - b.priority || a.position - b.position || a.seq - b.seq;
 }
 
+function runAtOf(record: JobRecord): number {
+  return Date.parse(record.state.job.context.run_at);
+}
+
 class QueueLine {
   readonly ready = new Heap<ReadyEntry>((a, b) => compareOrder(a, b) < 0);
   readonly delayed = new Heap<DelayedEntry>((a, b) => a.runAtMs - b.runAtMs < 0);
-  /** jobId -> its current entry while queued (the liveness test for lazy deletion). */
-  readonly queued = new Map<string, ReadyEntry & { runAtMs: number; inReady: boolean }>();
   /** Jobs popped by the dispatcher whose claim is in flight. */
   readonly taken = new Set<string>();
+  /** Queued jobs, ready or delayed. */
+  depth = 0;
 }
+
+/** Reads a job's current record: the liveness test of heap entries. */
+export type JobLookup = (jobId: string) => JobRecord | undefined;
 
 export class QueueOrder {
   private readonly lines = new Map<string, QueueLine>();
   private readonly wakers = new Set<(queue: string) => void>();
 
-  constructor(private readonly now: () => number) {}
+  /**
+   * Entries are checked against the job store (`lookup`) rather than kept in a map of their own:
+   * an entry is live while its job is queued with the entry's order key. That is one map entry
+   * fewer per queued job, and a queue of a million jobs holds a million of them.
+   */
+  constructor(
+    private readonly now: () => number,
+    private readonly lookup: JobLookup,
+  ) {}
 
   /** Called when a queue may have a newly ready job (the dispatcher's wake-up). */
   onReady(waker: (queue: string) => void): () => void {
@@ -61,31 +76,44 @@ export class QueueOrder {
     return line;
   }
 
+  /** The job's record while it is queued with this order key; otherwise the entry is dead. */
+  private liveRecord(entry: ReadyEntry): JobRecord | undefined {
+    const record = this.lookup(entry.jobId);
+    if (!record || record.state.job.value !== 'queued' || compareOrder(orderKeyOf(record), entry) !== 0) return undefined;
+    return record;
+  }
+
+  private pushReady(line: QueueLine, record: JobRecord): void {
+    line.ready.push({ jobId: record.jobId, ...orderKeyOf(record) });
+  }
+
   readonly apply = (change: JobChange): void => {
-    const { after } = change;
+    const { before, after } = change;
     const line = this.line(after.queue);
-    const wasQueued = line.queued.has(after.jobId);
+    const wasQueued = before?.state.job.value === 'queued';
     if (after.state.job.value !== 'queued') {
-      if (wasQueued) line.queued.delete(after.jobId);
+      if (wasQueued) line.depth -= 1;
       line.taken.delete(after.jobId);
       return;
     }
-    const key = orderKeyOf(after);
-    const runAtMs = Date.parse(after.state.job.context.run_at);
-    const previous = line.queued.get(after.jobId);
-    if (previous && compareOrder(previous, key) === 0 && previous.runAtMs === runAtMs) return;
-    const entry = { jobId: after.jobId, ...key, runAtMs, inReady: false };
-    line.queued.set(after.jobId, entry);
-    if (runAtMs <= this.now()) {
-      entry.inReady = true;
-      line.ready.push(entry);
-      for (const wake of this.wakers) wake(after.queue);
-    } else {
-      line.delayed.push({ jobId: after.jobId, runAtMs });
-      // A parked claim's timer must learn of an earlier run_at.
-      for (const wake of this.wakers) wake(after.queue);
-    }
+    if (!wasQueued) line.depth += 1;
+    const sameRunAt = wasQueued && before.state.job.context.run_at === after.state.job.context.run_at;
+    if (sameRunAt && compareOrder(orderKeyOf(before), orderKeyOf(after)) === 0) return;
+    const runAtMs = runAtOf(after);
+    if (runAtMs <= this.now()) this.pushReady(line, after);
+    // A delayed job's entry holds only its run_at: a move keeps it, and the ready entry is made
+    // from the record when it comes due.
+    else if (!sameRunAt) line.delayed.push({ jobId: after.jobId, runAtMs });
+    // A parked claim's timer must also learn of an earlier run_at.
+    for (const wake of this.wakers) wake(after.queue);
   };
+
+  /** A delayed entry is live while its job is queued with that run_at and not yet due-and-moved. */
+  private liveDelayed(entry: DelayedEntry): JobRecord | undefined {
+    const record = this.lookup(entry.jobId);
+    if (!record || record.state.job.value !== 'queued' || runAtOf(record) !== entry.runAtMs) return undefined;
+    return record;
+  }
 
   /** Moves delayed jobs whose run_at has come into the ready heap. Returns how many joined. */
   promoteDue(queue: string): number {
@@ -95,10 +123,9 @@ export class QueueOrder {
     let joined = 0;
     for (let head = line.delayed.peek(); head && head.runAtMs <= now; head = line.delayed.peek()) {
       line.delayed.pop();
-      const entry = line.queued.get(head.jobId);
-      if (!entry || entry.inReady || entry.runAtMs !== head.runAtMs) continue;
-      entry.inReady = true;
-      line.ready.push(entry);
+      const record = this.liveDelayed(head);
+      if (!record) continue;
+      this.pushReady(line, record);
       joined += 1;
     }
     return joined;
@@ -109,8 +136,7 @@ export class QueueOrder {
     const line = this.lines.get(queue);
     if (!line) return undefined;
     for (let head = line.delayed.peek(); head; head = line.delayed.peek()) {
-      const entry = line.queued.get(head.jobId);
-      if (entry && !entry.inReady && entry.runAtMs === head.runAtMs) return head.runAtMs;
+      if (this.liveDelayed(head)) return head.runAtMs;
       line.delayed.pop();
     }
     return undefined;
@@ -125,8 +151,7 @@ export class QueueOrder {
     if (!line) return undefined;
     this.promoteDue(queue);
     for (let head = line.ready.pop(); head; head = line.ready.pop()) {
-      const entry = line.queued.get(head.jobId);
-      if (entry !== head || line.taken.has(head.jobId)) continue;
+      if (line.taken.has(head.jobId) || !this.liveRecord(head)) continue;
       line.taken.add(head.jobId);
       return head.jobId;
     }
@@ -140,14 +165,11 @@ export class QueueOrder {
   release(queue: string, jobId: string): void {
     const line = this.lines.get(queue);
     if (!line || !line.taken.delete(jobId)) return;
-    const entry = line.queued.get(jobId);
-    if (!entry || !entry.inReady) return;
-    if (entry.runAtMs > this.now()) {
-      entry.inReady = false;
-      line.delayed.push({ jobId, runAtMs: entry.runAtMs });
-    } else {
-      line.ready.push(entry);
-    }
+    const record = this.lookup(jobId);
+    if (!record || record.state.job.value !== 'queued') return;
+    const runAtMs = runAtOf(record);
+    if (runAtMs > this.now()) line.delayed.push({ jobId, runAtMs });
+    else this.pushReady(line, record);
   }
 
   /** Ready jobs in order (a pure function of the log and the clock), then delayed by run_at. */
@@ -155,11 +177,19 @@ export class QueueOrder {
     const line = this.lines.get(queue);
     if (!line) return { ready: [], delayed: [] };
     const now = this.now();
+    const seen = new Set<string>();
     const ready: (OrderKey & { jobId: string })[] = [];
     const delayed: { jobId: string; runAtMs: number }[] = [];
-    for (const entry of line.queued.values()) {
-      if (entry.runAtMs <= now) ready.push(entry);
-      else delayed.push({ jobId: entry.jobId, runAtMs: entry.runAtMs });
+    // Every queued job has a live entry in one heap or the other, or is taken for a claim in
+    // flight: collect them once each and order them from their records.
+    for (const entry of [...line.ready.toArray(), ...line.delayed.toArray(), ...[...line.taken].map((jobId) => ({ jobId }))]) {
+      if (seen.has(entry.jobId)) continue;
+      const record = this.lookup(entry.jobId);
+      if (!record || record.state.job.value !== 'queued') continue;
+      seen.add(entry.jobId);
+      const runAtMs = runAtOf(record);
+      if (runAtMs <= now) ready.push({ jobId: entry.jobId, ...orderKeyOf(record) });
+      else delayed.push({ jobId: entry.jobId, runAtMs });
     }
     ready.sort(compareOrder);
     delayed.sort((a, b) => a.runAtMs - b.runAtMs || (a.jobId < b.jobId ? -1 : 1));
@@ -168,7 +198,7 @@ export class QueueOrder {
 
   /** Number of queued jobs (ready or delayed). */
   depth(queue: string): number {
-    return this.lines.get(queue)?.queued.size ?? 0;
+    return this.lines.get(queue)?.depth ?? 0;
   }
 
   queues(): string[] {

@@ -146,7 +146,7 @@ describe('a real run', () => {
     const store = new JobStore();
     // The capture's clock is read once and used for both the live snapshot and the replay.
     let captureMs: number | undefined;
-    const order = new QueueOrder(() => captureMs ?? Date.now());
+    const order = new QueueOrder(() => captureMs ?? Date.now(), (jobId) => store.get(jobId));
     const progress = new Progress();
     store.onChange(order.apply);
     store.onChange(progress.apply);
