@@ -13,9 +13,6 @@ export interface OrderKey {
   readonly seq: number;
 }
 
-interface ReadyEntry extends OrderKey {
-  readonly jobId: string;
-}
 interface DelayedEntry {
   readonly jobId: string;
   readonly runAtMs: number;
@@ -31,12 +28,20 @@ export function compareOrder(a: OrderKey, b: OrderKey): number {
   return a.priority - b.priority || a.position - b.position || a.seq - b.seq;
 }
 
+/** compareOrder of two records' order keys, without building the keys (the heap's hot path). */
+function compareRecords(a: JobRecord, b: JobRecord): number {
+  const x = a.state.job.context;
+  const y = b.state.job.context;
+  return x.priority - y.priority || (x.position ?? a.submitSeq) - (y.position ?? b.submitSeq) || a.submitSeq - b.submitSeq;
+}
+
 function runAtOf(record: JobRecord): number {
   return Date.parse(record.state.job.context.run_at);
 }
 
 class QueueLine {
-  readonly ready = new Heap<ReadyEntry>((a, b) => compareOrder(a, b) < 0);
+  /** Records as they were when they became ready: the heap holds no objects of its own. */
+  readonly ready = new Heap<JobRecord>((a, b) => compareRecords(a, b) < 0);
   readonly delayed = new Heap<DelayedEntry>((a, b) => a.runAtMs - b.runAtMs < 0);
   /** Jobs popped by the dispatcher whose claim is in flight. */
   readonly taken = new Set<string>();
@@ -77,14 +82,14 @@ export class QueueOrder {
   }
 
   /** The job's record while it is queued with this order key; otherwise the entry is dead. */
-  private liveRecord(entry: ReadyEntry): JobRecord | undefined {
+  private liveRecord(entry: JobRecord): JobRecord | undefined {
     const record = this.lookup(entry.jobId);
-    if (!record || record.state.job.value !== 'queued' || compareOrder(orderKeyOf(record), entry) !== 0) return undefined;
+    if (!record || record.state.job.value !== 'queued' || compareRecords(record, entry) !== 0) return undefined;
     return record;
   }
 
   private pushReady(line: QueueLine, record: JobRecord): void {
-    line.ready.push({ jobId: record.jobId, ...orderKeyOf(record) });
+    line.ready.push(record);
   }
 
   readonly apply = (change: JobChange): void => {
@@ -98,7 +103,7 @@ export class QueueOrder {
     }
     if (!wasQueued) line.depth += 1;
     const sameRunAt = wasQueued && before.state.job.context.run_at === after.state.job.context.run_at;
-    if (sameRunAt && compareOrder(orderKeyOf(before), orderKeyOf(after)) === 0) return;
+    if (sameRunAt && compareRecords(before, after) === 0) return;
     const runAtMs = runAtOf(after);
     if (runAtMs <= this.now()) this.pushReady(line, after);
     // A delayed job's entry holds only its run_at: a move keeps it, and the ready entry is made
