@@ -18,7 +18,7 @@ import type { Logger } from '../logger.js';
 import { subjects } from '../nats/subjects.js';
 import type { KeyIndex } from '../projections/key-index.js';
 import { AppendConflictError, type EventStore } from '../store/event-store.js';
-import { holdsEvent, type JobRecord, type JobStore } from '../store/job-store.js';
+import { holdsEvent, isSubmitOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import type { LogTail } from '../store/log-tail.js';
 import { Limits } from './limits.js';
 
@@ -86,7 +86,7 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   const mine = ctx.store.bySubmitEventId(event.id);
   if (mine) return { record: mine, created: true };
   const existing = ctx.store.get(jobId);
-  if (existing) return { record: existing, created: existing.submitId === event.id };
+  if (existing) return { record: existing, created: isSubmitOf(existing, event.id) };
   const decision = decideJob(INITIAL_JOB_STATE, event);
   if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: jobId } });
   const subject = subjects.job(queue, jobId);
@@ -106,7 +106,7 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
     await ctx.tail.waitFor(err.actualSeq);
     const record = ctx.store.get(jobId);
     if (!record) throw new ConflictError(`job ${jobId} exists on the stream but could not be loaded`, { cause: err });
-    return { record, created: record.submitId === event.id };
+    return { record, created: isSubmitOf(record, event.id) };
   }
 }
 

@@ -7,7 +7,7 @@ import { isLiveStatus, Priority, type JobKey, type JsonObject } from '../../mach
 import { toIso } from '../clock.js';
 import { DocketError, coerceError, type ErrorBody } from '../errors.js';
 import { canonicalJson, commandJobId, eventIdFor, keyedJobId, prefixedId } from '../ids.js';
-import type { JobRecord } from '../store/job-store.js';
+import { plainSubmitId, type JobRecord } from '../store/job-store.js';
 import { createJob, envelope, type CommandContext } from './handle-command.js';
 import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
@@ -80,9 +80,11 @@ function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, event
 async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string | undefined, index: number): Promise<SubmitItemResult> {
   // Without a command id the event id is random: a resend is a new submit, as the client asked.
   // One event id per (command, item), whatever job id it lands on: a resend finds its own event.
-  const eventId = commandId === undefined ? prefixedId('e', ctx.ids.next()) : eventIdFor(`${commandId}#${index}`, `submit:${spec.queue}`);
-  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, eventId);
+  const commandEventId = commandId === undefined ? undefined : eventIdFor(`${commandId}#${index}`, `submit:${spec.queue}`);
+  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? prefixedId('e', ctx.ids.next()));
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
+  // A plain submit's event id is derived from its random job id (the store need not keep it).
+  const eventId = commandEventId ?? plainSubmitId(jobId);
   const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId));
   return { job_id: record.jobId, status: record.state.job.value, created };
 }

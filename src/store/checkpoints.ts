@@ -75,7 +75,7 @@ type RecordLine = [
   queue: string,
   seq: number,
   submitSeq: number,
-  submitId: string,
+  submitId: string | null,
   later: readonly HistoryEntry[] | 0,
   status: JobState['job']['value'],
   key: JobContext['key'],

@@ -6,6 +6,7 @@
  * the second a no-op.
  */
 import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState } from '../../machines/index.js';
+import { prefixedId } from '../ids.js';
 
 export interface HistoryEntry {
   readonly seq: number;
@@ -23,8 +24,12 @@ export interface JobRecord {
   readonly seq: number;
   /** Stream sequence of `job.submitted`: the last part of the queue order key. */
   readonly submitSeq: number;
-  /** Id of `job.submitted`, the first event (its time is the context's created_at). */
-  readonly submitId: string;
+  /**
+   * Id of `job.submitted`, the first event (its time is the context's created_at); null when it
+   * is `e<job id>`, the id a plain submit (random job id, no command id) gets: most jobs, so the
+   * string is not held twice. `submitIdOf` gives it either way.
+   */
+  readonly submitId: string | null;
   /**
    * The events after `job.submitted`, oldest first. The first entry is not kept as an object:
    * it is derived from submitSeq, submitId and created_at (a queued job holds no history array).
@@ -34,15 +39,33 @@ export interface JobRecord {
 
 const NO_EVENTS: readonly HistoryEntry[] = Object.freeze([]);
 
+/** The submit event id of a plain submit: derived from the (random, unique) job id. */
+export function plainSubmitId(jobId: string): string {
+  return prefixedId('e', jobId);
+}
+
+function isPlainSubmitId(eventId: string, jobId: string): boolean {
+  return eventId.length === jobId.length + 1 && eventId.startsWith('e') && eventId.endsWith(jobId);
+}
+
+export function submitIdOf(record: JobRecord): string {
+  return record.submitId ?? plainSubmitId(record.jobId);
+}
+
+/** Whether this event id is the job's job.submitted. */
+export function isSubmitOf(record: JobRecord, eventId: string): boolean {
+  return record.submitId === null ? isPlainSubmitId(eventId, record.jobId) : record.submitId === eventId;
+}
+
 /** A job's whole history, job.submitted first. */
 export function historyOf(record: JobRecord): HistoryEntry[] {
-  const first: HistoryEntry = { seq: record.submitSeq, id: record.submitId, type: 'job.submitted', time: record.state.job.context.created_at };
+  const first: HistoryEntry = { seq: record.submitSeq, id: submitIdOf(record), type: 'job.submitted', time: record.state.job.context.created_at };
   return [first, ...record.later];
 }
 
 /** Whether the event with this id is in the job's history (a resent command finds its own). */
 export function holdsEvent(record: JobRecord, eventId: string): boolean {
-  return record.submitId === eventId || record.later.some((h) => h.id === eventId);
+  return isSubmitOf(record, eventId) || record.later.some((h) => h.id === eventId);
 }
 
 export interface RecordedJobEvent {
@@ -110,7 +133,7 @@ export class JobStore {
     const { event } = recorded;
     const after: JobRecord = before
       ? { jobId: before.jobId, queue: before.queue, state, seq: recorded.seq, submitSeq: before.submitSeq, submitId: before.submitId, later: [...before.later, { seq: recorded.seq, id: event.id, type: event.type, time: event.time }] }
-      : { jobId: recorded.jobId, queue: recorded.queue, state, seq: recorded.seq, submitSeq: recorded.seq, submitId: event.id, later: NO_EVENTS };
+      : { jobId: recorded.jobId, queue: recorded.queue, state, seq: recorded.seq, submitSeq: recorded.seq, submitId: isPlainSubmitId(event.id, recorded.jobId) ? null : event.id, later: NO_EVENTS };
     this.jobs.set(after.jobId, after);
     if (!before) this.indexSubmit(after);
     for (const listener of this.listeners) listener({ before, after, recorded });
@@ -118,7 +141,7 @@ export class JobStore {
   }
 
   private indexSubmit(record: JobRecord): void {
-    if (record.state.job.context.key !== null) this.bySubmitEvent.set(record.submitId, record.jobId);
+    if (record.state.job.context.key !== null) this.bySubmitEvent.set(submitIdOf(record), record.jobId);
   }
 
   /** Puts a record back as a checkpoint stored it; listeners see it as new. */

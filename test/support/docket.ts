@@ -190,7 +190,7 @@ export interface JobRecordView {
   readonly seq: number;
   readonly submitSeq: number;
   readonly state: unknown;
-  readonly submitId: string;
+  readonly submitId: string | null;
   readonly later: unknown;
 }
 
