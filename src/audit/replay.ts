@@ -5,7 +5,7 @@
  * points. Reading the messages is the caller's (src/store/read-log.ts); the chain walk takes a
  * loader so that it stays free of I/O.
  */
-import { evolveJob, INITIAL_JOB_STATE, type JobError, type JobEvent, type JobState, type Json } from '../../machines/index.js';
+import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState, type RunContext, type RunStatus } from '../../machines/index.js';
 import { Progress, type QueueProgress, type StatusCounts } from '../projections/progress.js';
 import { QueueOrder, orderKeyOf, type OrderKey } from '../projections/queue-order.js';
 import { JobStore, type JobRecord } from '../store/job-store.js';
@@ -41,23 +41,12 @@ export interface TimelineEntry {
   readonly problem?: string;
 }
 
-export interface RunView {
-  readonly run_id: string | null;
-  readonly status: string;
-  readonly worker: string | null;
-  readonly host: string | null;
-  readonly pid: number | null;
-  readonly version: string | null;
-  readonly lease_ms: number | null;
-  readonly started_at: string | null;
-  readonly finished_at: string | null;
+/** A run as replay shows it: the run machine's context, its status, its duration, how many artifacts. */
+export type RunView = Omit<RunContext, 'artifacts'> & {
+  readonly status: RunStatus;
   readonly duration_ms: number | null;
-  readonly failure_reason: string | null;
-  readonly error: JobError | null;
-  readonly exit_code: number | null;
-  readonly result: Json;
   readonly artifacts: number;
-}
+};
 
 export interface JobTimeline {
   readonly job_id: string;

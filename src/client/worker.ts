@@ -197,18 +197,19 @@ export class Worker {
     void (async () => {
       let next: readonly WorkerJob[] = [];
       try {
-        const result = await this.options.handler(job, ctx);
-        const reply = await this.finish('complete', { run_id: job.run_id, job_id: job.job_id, result: result ?? null, ...this.nextClaim() }, log);
-        if (reply) {
-          this.counts.succeeded += 1;
-          next = reply.jobs ?? [];
+        let verb: 'complete' | 'fail';
+        let outcome: Record<string, unknown>;
+        try {
+          verb = 'complete';
+          outcome = { result: (await this.options.handler(job, ctx)) ?? null };
+        } catch (err) {
+          const error = coerceError(err);
+          verb = 'fail';
+          outcome = { error: { message: error.message || error.name, ...(error.stack ? { stack: error.stack.slice(0, 8_000) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
         }
-      } catch (err) {
-        const error = coerceError(err);
-        const body = { run_id: job.run_id, job_id: job.job_id, error: { message: error.message || error.name, ...(error.stack ? { stack: error.stack.slice(0, 8_000) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
-        const reply = await this.finish('fail', { ...body, ...this.nextClaim() }, log);
+        const reply = await this.finish(verb, { run_id: job.run_id, job_id: job.job_id, ...outcome, ...this.nextClaim() }, log);
         if (reply) {
-          this.counts.failed += 1;
+          this.counts[verb === 'complete' ? 'succeeded' : 'failed'] += 1;
           next = reply.jobs ?? [];
         }
       } finally {

@@ -18,21 +18,27 @@ interface DelayedEntry {
   readonly runAtMs: number;
 }
 
+/** A job's position in the order: the moved-to position, else its job.submitted sequence. */
+function positionOf(record: JobRecord): number {
+  return record.state.job.context.position ?? record.submitSeq;
+}
+
 export function orderKeyOf(record: JobRecord): OrderKey {
-  const ctx = record.state.job.context;
-  return { priority: ctx.priority, position: ctx.position ?? record.submitSeq, seq: record.submitSeq };
+  return { priority: record.state.job.context.priority, position: positionOf(record), seq: record.submitSeq };
+}
+
+function compareKeys(aPriority: number, aPosition: number, aSeq: number, bPriority: number, bPosition: number, bSeq: number): number {
+  return aPriority - bPriority || aPosition - bPosition || aSeq - bSeq;
 }
 
 /** The one comparison of queue order. */
 export function compareOrder(a: OrderKey, b: OrderKey): number {
-  return a.priority - b.priority || a.position - b.position || a.seq - b.seq;
+  return compareKeys(a.priority, a.position, a.seq, b.priority, b.position, b.seq);
 }
 
-/** compareOrder of two records' order keys, without building the keys (the heap's hot path). */
+/** compareOrder of two records, without building their keys (the heap's hot path). */
 function compareRecords(a: JobRecord, b: JobRecord): number {
-  const x = a.state.job.context;
-  const y = b.state.job.context;
-  return x.priority - y.priority || (x.position ?? a.submitSeq) - (y.position ?? b.submitSeq) || a.submitSeq - b.submitSeq;
+  return compareKeys(a.state.job.context.priority, positionOf(a), a.submitSeq, b.state.job.context.priority, positionOf(b), b.submitSeq);
 }
 
 function runAtOf(record: JobRecord): number {

@@ -22,7 +22,7 @@ import { mkdir, open, rename, rm, truncate, type FileHandle } from 'node:fs/prom
 import { dirname } from 'node:path';
 import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
 import { JobDefaults } from '../commands/limits.js';
-import type { HistoryEntry, JobRecord } from './job-store.js';
+import { NO_EVENTS, type HistoryEntry, type JobRecord } from './job-store.js';
 
 const FORMAT = 3;
 /** Records per line and per write: large enough to be fast, small enough not to stall commands. */
@@ -108,8 +108,6 @@ function toLine(record: JobRecord): RecordLine {
     run === INITIAL_JOB_STATE.run ? 0 : run,
   ];
 }
-
-const NO_EVENTS: readonly HistoryEntry[] = Object.freeze([]);
 
 function fromLine(line: RecordLine): JobRecord {
   const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run] = line;

@@ -37,7 +37,8 @@ export interface JobRecord {
   readonly later: readonly HistoryEntry[];
 }
 
-const NO_EVENTS: readonly HistoryEntry[] = Object.freeze([]);
+/** The `later` of a job with no event after job.submitted (shared: most jobs hold no array). */
+export const NO_EVENTS: readonly HistoryEntry[] = Object.freeze([]);
 
 /** The submit event id of a plain submit: derived from the (random, unique) job id. */
 export function plainSubmitId(jobId: string): string {
