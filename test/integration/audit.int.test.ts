@@ -9,11 +9,10 @@
  */
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
 import { auditMessages, QueueReplay, type AuditReport, type QueueView, type RecordedMessage } from '../../src/audit/index.js';
-import { Client } from '../../src/client/client.js';
+import type { Client } from '../../src/client/client.js';
 import { Worker } from '../../src/client/worker.js';
 import { NonRetryableJobError } from '../../src/errors.js';
 import { retryJobId } from '../../src/ids.js';
@@ -28,7 +27,7 @@ import { readLog, readLogPacked, toLogMessage } from '../../src/store/read-log.j
 import { PackWriter, unpack } from '../../src/audit/packed.js';
 import { auditLog } from '../../src/cli/audit-commands.js';
 import { History, publishHistory, uniqueQueue } from '../support/audit-log.js';
-import { startTrackedNode } from '../support/docket.js';
+import { startTrackedNode, closeTestFile, connectTestClients } from '../support/docket.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 
 let server: TestNatsServer;
@@ -40,16 +39,11 @@ let jsm: JetStreamManager;
 beforeAll(async () => {
   server = await startNatsServer();
   node = await startTrackedNode(server, { nodeName: 'audit-node' });
-  client = await Client.connect({ servers: server.url });
-  nc = await connect({ servers: server.url, name: 'audit-test' });
-  jsm = await jetstreamManager(nc);
+  ({ client, nc, jsm } = await connectTestClients(server, 'audit-test'));
 });
 
 afterAll(async () => {
-  await client?.close();
-  await nc?.drain();
-  await node?.close();
-  await server?.stop();
+  await closeTestFile({ client, nc, nodes: [node], server });
 });
 
 async function queueMessages(queue: string, toSeq?: number): Promise<RecordedMessage[]> {

@@ -16,7 +16,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { Client } from '../../src/client/client.js';
 import { ManualClock, toIso } from '../../src/clock.js';
 import { envelope, transitionJob } from '../../src/commands/handle-command.js';
@@ -27,7 +27,7 @@ import { startNode, type DocketNode } from '../../src/node.js';
 import { auditMessages } from '../../src/audit/audit.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { callNode, caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
+import { callNode, caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue, closeTestFile, connectTestClients } from '../support/docket.js';
 import {
   claim,
   complete,
@@ -55,16 +55,11 @@ let nodeSerial = 0;
 beforeAll(async () => {
   server = await startNatsServer();
   node = await startFileNode();
-  client = await Client.connect({ servers: server.url });
-  nc = await connect({ servers: server.url, name: 'claim-flow-test' });
-  jsm = await jetstreamManager(nc);
+  ({ client, nc, jsm } = await connectTestClients(server, 'claim-flow-test'));
 });
 
 afterAll(async () => {
-  await client?.close();
-  await nc?.drain();
-  await node?.close();
-  await server?.stop();
+  await closeTestFile({ client, nc, nodes: [node], server });
 });
 
 afterEach(() => {

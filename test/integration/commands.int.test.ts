@@ -7,28 +7,16 @@
  * ManualClock, so run_at and queue order are exact.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { Client } from '../../src/client/client.js';
+import type { Client } from '../../src/client/client.js';
 import { ManualClock, toIso } from '../../src/clock.js';
 import { DocketError } from '../../src/errors.js';
 import { canonicalJson } from '../../src/ids.js';
 import { subjects } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import {
-  consumerListening,
-  lastSeq,
-  openResources,
-  queueLog,
-  rawRequest,
-  request,
-  startTrackedNode,
-  streamMessages,
-  take,
-  uniqueQueue,
-} from '../support/docket.js';
-import { connect } from '@nats-io/transport-node';
+import { consumerListening, lastSeq, openResources, queueLog, rawRequest, request, startTrackedNode, streamMessages, take, uniqueQueue, closeTestFile, connectTestClients } from '../support/docket.js';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 
 let server: TestNatsServer;
 let node: DocketNode;
@@ -40,16 +28,11 @@ const clock = new ManualClock(Date.parse('2026-03-01T12:00:00.000Z'));
 beforeAll(async () => {
   server = await startNatsServer();
   node = await startTrackedNode(server, { clock, nodeName: 'commands-a' });
-  client = await Client.connect({ servers: server.url });
-  nc = await connect({ servers: server.url, name: 'commands-test' });
-  jsm = await jetstreamManager(nc);
+  ({ client, nc, jsm } = await connectTestClients(server, 'commands-test'));
 });
 
 afterAll(async () => {
-  await client?.close();
-  await nc?.drain();
-  await node?.close();
-  await server?.stop();
+  await closeTestFile({ client, nc, nodes: [node], server });
 });
 
 afterEach(() => {

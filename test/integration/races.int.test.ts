@@ -7,14 +7,13 @@
  */
 import fc from 'fast-check';
 import { test as fcTest } from '@fast-check/vitest';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
-import { Client } from '../../src/client/client.js';
+import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { callNode, captureProjections, caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue, type RawReply } from '../support/docket.js';
+import { callNode, captureProjections, caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue, type RawReply, closeTestFile, connectTestClients } from '../support/docket.js';
 
 const NUM_RUNS = Number(process.env['DOCKET_NUM_RUNS'] ?? 20);
 
@@ -29,17 +28,11 @@ beforeAll(async () => {
   server = await startNatsServer();
   a = await startTrackedNode(server, { nodeName: 'race-a' });
   b = await startTrackedNode(server, { nodeName: 'race-b' });
-  client = await Client.connect({ servers: server.url });
-  nc = await connect({ servers: server.url, name: 'races-test' });
-  jsm = await jetstreamManager(nc);
+  ({ client, nc, jsm } = await connectTestClients(server, 'races-test'));
 });
 
 afterAll(async () => {
-  await client?.close();
-  await nc?.drain();
-  await a?.close();
-  await b?.close();
-  await server?.stop();
+  await closeTestFile({ client, nc, nodes: [a, b], server });
 });
 
 afterEach(() => {

@@ -11,13 +11,12 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { test as fcTest } from '@fast-check/vitest';
-import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import { jetstream, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { JobEvent } from '../../machines/index.js';
-import { Client } from '../../src/client/client.js';
+import type { Client } from '../../src/client/client.js';
 import { ManualClock } from '../../src/clock.js';
 import { envelope, transitionJob } from '../../src/commands/handle-command.js';
 import { DocketError } from '../../src/errors.js';
@@ -25,7 +24,7 @@ import type { Logger } from '../../src/logger.js';
 import { subjects } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { captureProjections, caughtUp, lastSeq, openResources, startTrackedNode, uniqueQueue, type KeyRef } from '../support/docket.js';
+import { captureProjections, caughtUp, lastSeq, openResources, startTrackedNode, uniqueQueue, type KeyRef, closeTestFile, connectTestClients } from '../support/docket.js';
 
 const NUM_RUNS = Number(process.env['DOCKET_NUM_RUNS'] ?? 20);
 
@@ -38,15 +37,11 @@ const dirs: string[] = [];
 
 beforeAll(async () => {
   server = await startNatsServer();
-  client = await Client.connect({ servers: server.url });
-  nc = await connect({ servers: server.url, name: 'replay-test' });
-  jsm = await jetstreamManager(nc);
+  ({ client, nc, jsm } = await connectTestClients(server, 'replay-test'));
 });
 
 afterAll(async () => {
-  await client?.close();
-  await nc?.drain();
-  await server?.stop();
+  await closeTestFile({ client, nc, server });
   for (const dir of dirs) await rm(dir, { recursive: true, force: true });
 });
 

@@ -26,9 +26,9 @@ import { test as fcTest } from '@fast-check/vitest';
 import fc from 'fast-check';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { backoffDelayMs, type BackoffPolicy } from '../../machines/index.js';
-import { Client } from '../../src/client/client.js';
+import type { Client } from '../../src/client/client.js';
 import { ManualClock, toIso } from '../../src/clock.js';
 import { retryJobId } from '../../src/ids.js';
 import { createLogger } from '../../src/logger.js';
@@ -37,7 +37,7 @@ import type { DocketNode } from '../../src/node.js';
 import { lastSeq as lastSeqOf, readLog } from '../../src/store/read-log.js';
 import { auditMessages } from '../../src/audit/audit.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { caughtUp, openResources, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
+import { caughtUp, openResources, queueLog, startTrackedNode, uniqueQueue, closeTestFile, connectTestClients } from '../support/docket.js';
 import { complete, doubleOpenRuns, fail, fence, leadNow, ok, resendOnUnavailable, statuses, until, work, type WorkReply } from '../support/worker-helpers.js';
 
 const numRuns = Number(process.env['DOCKET_NUM_RUNS'] ?? 15);
@@ -57,15 +57,11 @@ let nodeSerial = 0;
 
 beforeAll(async () => {
   server = await startNatsServer();
-  client = await Client.connect({ servers: server.url });
-  nc = await connect({ servers: server.url, name: 'worker-model-test' });
-  jsm = await jetstreamManager(nc);
+  ({ client, nc, jsm } = await connectTestClients(server, 'worker-model-test'));
 });
 
 afterAll(async () => {
-  await client?.close();
-  await nc?.drain();
-  await server?.stop();
+  await closeTestFile({ client, nc, server });
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import type { DocketNode } from '../../src/node.js';
 import { auditMessages } from '../../src/audit/audit.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { caughtUp, openResources, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
+import { caughtUp, openResources, queueLog, startTrackedNode, uniqueQueue, closeTestFile, connectTestClients } from '../support/docket.js';
 import { claim, complete, deferred, doubleOpenRuns, eventually, fence, heartbeat, leadNow, maxOpenRuns, until, untilJob, untilParked, work } from '../support/worker-helpers.js';
 
 let server: TestNatsServer;
@@ -39,17 +39,12 @@ function startFileNode(options: { leadershipLeaseMs?: number; nc?: NatsConnectio
 beforeAll(async () => {
   server = await startNatsServer();
   node = await startFileNode();
-  client = await Client.connect({ servers: server.url });
-  nc = await connect({ servers: server.url, name: 'workers-test' });
-  jsm = await jetstreamManager(nc);
+  ({ client, nc, jsm } = await connectTestClients(server, 'workers-test'));
 });
 
 afterAll(async () => {
   for (const w of workers) await w.close();
-  await client?.close();
-  await nc?.drain();
-  await node?.close();
-  await server?.stop();
+  await closeTestFile({ client, nc, nodes: [node], server });
 });
 
 afterEach(async () => {

@@ -275,3 +275,32 @@ export async function take<T>(it: AsyncIterator<T>, n: number): Promise<T[]> {
   }
   return out;
 }
+
+/** What a test file talks to docket with: the SDK client, a plain connection and its JetStream manager. */
+export interface TestClients {
+  readonly client: Client;
+  readonly nc: NatsConnection;
+  readonly jsm: JetStreamManager;
+}
+
+export async function connectTestClients(server: TestNatsServer, name: string): Promise<TestClients> {
+  const client = await Client.connect({ servers: server.url });
+  const nc = await connect({ servers: server.url, name });
+  return { client, nc, jsm: await jetstreamManager(nc) };
+}
+
+/**
+ * A test file's teardown, in order: its connections, then its nodes, then the server. Any part
+ * may be missing (a beforeAll that failed half way).
+ */
+export async function closeTestFile(parts: {
+  readonly client?: Client | undefined;
+  readonly nc?: NatsConnection | undefined;
+  readonly nodes?: readonly (DocketNode | undefined)[];
+  readonly server?: TestNatsServer | undefined;
+}): Promise<void> {
+  await parts.client?.close();
+  await parts.nc?.drain();
+  for (const node of parts.nodes ?? []) await node?.close();
+  await parts.server?.stop();
+}
