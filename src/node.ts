@@ -32,7 +32,7 @@ import { QueueOrder } from './projections/queue-order.js';
 import { CheckpointFile } from './store/checkpoints.js';
 import { EventStore } from './store/event-store.js';
 import { JobStore } from './store/job-store.js';
-import { LogTail } from './store/log-tail.js';
+import { LogTail, type LogTailOptions } from './store/log-tail.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
 const CATCH_UP_MAX_MS = 2_000;
@@ -42,6 +42,14 @@ export interface DocketOptions {
   readonly servers?: string | string[];
   /** A connection to use; the node does not close it. */
   readonly nc?: NatsConnection;
+  /**
+   * With `nc`: a second connection, opened with `noEcho: true`, for this node's appends (the
+   * node does not close it either). On it the log tail hears only other writers, so it can stop
+   * following the stream while this node is the only one (LogTail). Without it a node given `nc`
+   * appends on `nc` and follows the stream all the time. A node that opens its own connection
+   * opens this one too.
+   */
+  readonly appendNc?: NatsConnection;
   /** Directory for checkpoints. Without one the node folds the whole log on every start. */
   readonly dataDir?: string;
   /** Write a checkpoint after this many events folded since the last. @defaultValue 100000 */
@@ -55,6 +63,8 @@ export interface DocketOptions {
   readonly replicas?: number;
   /** How long a queue leadership lease lasts without renewal (wall clock). @defaultValue 5000 */
   readonly leadershipLeaseMs?: number;
+  /** When the log tail stops following the stream while this node is the only writer (LogTail). */
+  readonly tail?: Pick<LogTailOptions, 'soloAfterMs' | 'checkEveryMs'>;
 }
 
 export interface DocketNode {
@@ -115,7 +125,12 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     });
   }
 
-  const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq);
+  // The appends go out on a connection of their own, opened with noEcho, when the node owns its
+  // connections: on it the tail hears only other writers and can stop following while alone.
+  const appendNc = ownsConnection
+    ? await connectNats({ ...(options.servers === undefined ? {} : { servers: options.servers }), name: `docket-${name}-appends`, noEcho: true })
+    : (options.appendNc ?? nc);
+  const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq, appendNc === nc ? {} : { ...options.tail, appendConnection: appendNc });
   const started = Date.now();
   log.debug({ fromSeq, lastSeqAtStart }, 'folding the log');
   await tail.start();
@@ -123,7 +138,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   await tail.waitForEnd(lastSeqAtStart);
   log.info({ events: lastSeqAtStart - fromSeq + 1, ms: Date.now() - started, jobs: store.size }, 'log folded');
 
-  const events = new EventStore(nc);
+  const events = new EventStore(appendNc);
   const catchUp = async (): Promise<void> => {
     const { state } = await jsm.streams.info(STREAM);
     let timer: NodeJS.Timeout | undefined;
@@ -263,7 +278,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
       await checkpoint();
       await tail.stop();
       await events.close();
-      if (ownsConnection) await nc.drain();
+      if (ownsConnection) await Promise.all([nc.drain(), appendNc.drain()]);
       log.info('closed');
     },
   };

@@ -63,6 +63,7 @@ async function appendAndApply(ctx: CommandContext, queue: string, jobId: string,
   } else {
     // Read-your-writes without waiting for the tail; the tail's copy is then a no-op.
     ctx.store.apply({ seq: appended.seq, subject, queue, jobId, event });
+    ctx.tail.appended(appended.seq);
   }
   const record = ctx.store.get(jobId);
   if (!record) throw new Error(`job ${jobId} missing after its append at ${appended.seq}`);
@@ -97,6 +98,7 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
       await ctx.tail.waitFor(appended.seq);
     } else {
       ctx.store.apply({ seq: appended.seq, subject, queue, jobId, event });
+      ctx.tail.appended(appended.seq);
     }
     const record = ctx.store.bySubmitEventId(event.id) ?? ctx.store.get(jobId);
     if (!record) throw new Error(`job ${jobId} missing after its append at ${appended.seq}`);

@@ -10,12 +10,15 @@ export interface ConnectOptions {
   readonly name?: string;
   /** Fail instead of retrying when nothing listens. @defaultValue true */
   readonly failFast?: boolean;
+  /** Do not deliver this connection's own publishes to its own subscriptions. @defaultValue false */
+  readonly noEcho?: boolean;
 }
 
 export async function connectNats(options: ConnectOptions = {}): Promise<NatsConnection> {
   return connect({
     servers: options.servers ?? DEFAULT_NATS_URL,
     ...(options.name === undefined ? {} : { name: options.name }),
+    ...(options.noEcho ? { noEcho: true } : {}),
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
   });

@@ -26,8 +26,9 @@ let jsm: JetStreamManager;
 
 beforeAll(async () => {
   server = await startNatsServer();
-  a = await startTrackedNode(server, { nodeName: 'race-a' });
-  b = await startTrackedNode(server, { nodeName: 'race-b' });
+  // Tails switching between following and solo every few milliseconds (LogTail).
+  a = await startTrackedNode(server, { nodeName: 'race-a', tail: { soloAfterMs: 10, checkEveryMs: 5 } });
+  b = await startTrackedNode(server, { nodeName: 'race-b', tail: { soloAfterMs: 10, checkEveryMs: 5 } });
   ({ client, nc, jsm } = await connectTestClients(server, 'races-test'));
 });
 

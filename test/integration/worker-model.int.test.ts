@@ -166,7 +166,12 @@ interface Real {
  * wall-clock time; the model clock does not move meanwhile.
  */
 const LEADERSHIP_LEASE_MS = 2_000;
-const connections = new WeakMap<DocketNode, NatsConnection>();
+const connections = new WeakMap<DocketNode, NatsConnection[]>();
+/**
+ * The nodes append on a noEcho connection of their own and their tails switch between following
+ * the stream and solo (LogTail) every few milliseconds, so the races run across switches.
+ */
+const TAIL_SWITCHING = { soloAfterMs: 10, checkEveryMs: 5 };
 
 /** With DOCKET_MODEL_LOG=<file>, the nodes log there at debug level (pino JSON lines). */
 const nodeLogger = process.env['DOCKET_MODEL_LOG'] === undefined ? undefined : createLogger({ level: 'debug', fd: openSync(process.env['DOCKET_MODEL_LOG'], 'a') });
@@ -178,8 +183,9 @@ async function startModelNode(): Promise<DocketNode> {
   const name = `model-${++nodeSerial}`;
   trace(`start node ${name}`);
   const own = await connect({ servers: server.url, name: `docket-${name}` });
-  const starting = startTrackedNode(server, { clock, nodeName: name, nc: own, leadershipLeaseMs: LEADERSHIP_LEASE_MS, ...(nodeLogger ? { logger: nodeLogger } : {}) }).then((node) => {
-    connections.set(node, own);
+  const appends = await connect({ servers: server.url, name: `docket-${name}-appends`, noEcho: true });
+  const starting = startTrackedNode(server, { clock, nodeName: name, nc: own, appendNc: appends, tail: TAIL_SWITCHING, leadershipLeaseMs: LEADERSHIP_LEASE_MS, ...(nodeLogger ? { logger: nodeLogger } : {}) }).then((node) => {
+    connections.set(node, [own, appends]);
     return node;
   });
   let timer: NodeJS.Timeout | undefined;
@@ -197,8 +203,7 @@ async function stopModelNode(node: DocketNode): Promise<void> {
   try {
     await node.close();
   } finally {
-    const own = connections.get(node);
-    if (own && !own.isClosed()) await own.close();
+    for (const own of connections.get(node) ?? []) if (!own.isClosed()) await own.close();
   }
 }
 
@@ -588,7 +593,7 @@ class Restart implements Cmd {
     if (this.crash) {
       // Cut its connection: no lease given up, no checkpoint, nothing drained. Then let the
       // node object go (its close() must cope with the dead connection).
-      await connections.get(target)!.close();
+      for (const own of connections.get(target)!) await own.close();
       await target.close();
     } else {
       await stopModelNode(target);

@@ -1,0 +1,129 @@
+/**
+ * The log tail's solo mode: a node that is the only writer stops its consumer and moves its
+ * position with its own acks; another writer's event brings the consumer back, through one of
+ * three signals (a hint on the noEcho append connection, a gap before an own append, the stream
+ * staying ahead of the position for a check period). The periodic check is run by hand here
+ * (checkEveryMs is an hour), so each test sees the one signal it is about; none of them calls
+ * `tail.waitFor`, which would start the consumer by itself.
+ */
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
+import type { Client } from '../../src/client/client.js';
+import { envelope } from '../../src/commands/handle-command.js';
+import { JobDefaults } from '../../src/commands/limits.js';
+import { subjects } from '../../src/nats/subjects.js';
+import type { DocketNode } from '../../src/node.js';
+import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+import { callNode, captureProjections, closeTestFile, connectTestClients, lastSeq, openResources, startTrackedNode, uniqueQueue } from '../support/docket.js';
+
+const MANUAL_CHECKS = { soloAfterMs: 0, checkEveryMs: 3_600_000 };
+
+let server: TestNatsServer;
+let a: DocketNode;
+let b: DocketNode;
+let client: Client;
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  a = await startTrackedNode(server, { nodeName: 'tail-a', tail: MANUAL_CHECKS });
+  b = await startTrackedNode(server, { nodeName: 'tail-b', tail: MANUAL_CHECKS });
+  ({ client, nc, jsm } = await connectTestClients(server, 'tail-test'));
+});
+
+afterAll(async () => {
+  await closeTestFile({ client, nc, nodes: [a, b], server });
+});
+
+afterEach(() => {
+  expect(openResources()).toHaveLength(2);
+});
+
+/** Runs the node's check until it has stopped following (everything applied, no other writer). */
+async function goSolo(node: DocketNode): Promise<void> {
+  await vi.waitFor(async () => {
+    await node.tail.check();
+    expect(node.tail.following).toBe(false);
+  });
+}
+
+/** A job.submitted appended on the node's own append connection without telling its tail: no hint, no ack seen. */
+async function appendUnannounced(node: DocketNode, queue: string, jobId: string): Promise<number> {
+  const event = envelope(node.context, 'job.submitted', queue, `e${jobId}`, {
+    job_id: jobId, key: null, params: {}, priority: 5, position: null, run_at: new Date().toISOString(),
+    max_attempts: JobDefaults.maxAttempts, backoff: JobDefaults.backoff, attempt: 1, retry_of: null, waiting: false,
+  });
+  const { seq } = await node.context.events.append({ subject: subjects.job(queue, jobId), event, expectedSeq: 0 });
+  return seq;
+}
+
+describe('the log tail while this node is the only writer', () => {
+  test('stops following, and its own appends move the position to the end of the stream', async () => {
+    const queue = uniqueQueue('solo own acks');
+    await goSolo(a);
+    await goSolo(b);
+    const { jobs } = await callNode(a, 'submit', { jobs: Array.from({ length: 50 }, (_, i) => ({ queue, params: { i } })) }).then((r) => r as unknown as { jobs: { job_id: string }[] });
+    await callNode(a, 'cancel', { job_id: jobs[0]!.job_id });
+    expect(a.tail.following).toBe(false);
+    expect(a.tail.position).toBe(await lastSeq(jsm));
+    expect(a.store.get(jobs[0]!.job_id)?.state.job.value).toBe('cancelled');
+  });
+
+  test("another node's append is heard on the noEcho connection and folded without waiting", async () => {
+    const queue = uniqueQueue('solo hint');
+    await goSolo(a);
+    await goSolo(b);
+    const reply = await callNode(b, 'submit', { queue, params: { from: 'b' } });
+    const jobId = (reply as unknown as { job_id: string }).job_id;
+    // No check runs and nothing waits on a's tail: only the hint can bring the event to a.
+    await vi.waitFor(() => expect(a.store.get(jobId)?.state.job.value).toBe('queued'));
+    expect(a.tail.position).toBeGreaterThanOrEqual(b.store.get(jobId)!.seq);
+  });
+
+  test('a gap before an own append (an event no hint announced) starts the consumer, which fills it', async () => {
+    const queue = uniqueQueue('solo gap');
+    await goSolo(a);
+    const hidden = await appendUnannounced(a, queue, 'hiddengap0000000000000000000000001');
+    expect(a.store.get('hiddengap0000000000000000000000001')).toBeUndefined();
+    await callNode(a, 'submit', { queue, params: { after: hidden } });
+    await vi.waitFor(() => expect(a.store.get('hiddengap0000000000000000000000001')?.seq).toBe(hidden));
+    expect(a.tail.following).toBe(true);
+  });
+
+  test('the stream staying ahead of the position for a check period starts the consumer', async () => {
+    const queue = uniqueQueue('solo check');
+    await goSolo(a);
+    const hidden = await appendUnannounced(a, queue, 'hiddencheck00000000000000000000001');
+    await a.tail.check(); // notes the stream's last sequence
+    expect(a.tail.following).toBe(false);
+    await a.tail.check(); // the position has not passed it: follow
+    expect(a.tail.following).toBe(true);
+    await vi.waitFor(() => expect(a.store.get('hiddencheck00000000000000000000001')?.seq).toBe(hidden));
+  });
+
+  test('after solo stretches on both nodes, both hold what a fresh replay of the stream holds', async () => {
+    const queue = uniqueQueue('solo replay');
+    for (let round = 0; round < 3; round++) {
+      await goSolo(a);
+      await goSolo(b);
+      const one = await callNode(round % 2 === 0 ? a : b, 'submit', { queue, params: { round } });
+      await callNode(round % 2 === 0 ? b : a, 'cancel', { job_id: (one as unknown as { job_id: string }).job_id });
+    }
+    const fresh = await startTrackedNode(server, { nodeName: 'tail-fresh' });
+    try {
+      const end = await lastSeq(jsm);
+      await vi.waitFor(() => {
+        expect(a.tail.position).toBe(end);
+        expect(b.tail.position).toBe(end);
+      });
+      const live = captureProjections(fresh, [queue]);
+      expect(captureProjections(a, [queue])).toEqual(live);
+      expect(captureProjections(b, [queue])).toEqual(live);
+      expect(live.progress[0]?.counts.cancelled).toBe(3);
+    } finally {
+      await fresh.close();
+    }
+  });
+});
