@@ -130,7 +130,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   const appendNc = ownsConnection
     ? await connectNats({ ...(options.servers === undefined ? {} : { servers: options.servers }), name: `docket-${name}-appends`, noEcho: true })
     : (options.appendNc ?? nc);
-  const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq, appendNc === nc ? {} : { ...options.tail, appendConnection: appendNc });
+  const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq, appendNc === nc ? {} : { ...options.tail, appendConnection: appendNc, ownNode: name });
   const started = Date.now();
   log.debug({ fromSeq, lastSeqAtStart }, 'folding the log');
   await tail.start();

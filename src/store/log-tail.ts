@@ -6,13 +6,16 @@
  * Two ways to move the position. Following: an ordered consumer delivers every event, this
  * node's own included (skipped: they were applied from their acks). Solo: while this node is the
  * only writer, the consumer is stopped and the acks of its own appends move the position. Solo
- * halves the messages per append for the node and the server (bench: bulk submit +50%), and is
+ * halves the messages per append for the node and the server (bench/tail-solo-ab.ts), and is
  * only safe while nothing else writes, so it needs a signal of any other writer: a subscription
- * to the event subjects on the connection that publishes the appends, opened with noEcho, sees
+ * to the event subjects on the connection that publishes the appends, opened with noEcho, hears
  * exactly the other writers' publishes. One of those, a gap in the sequences of this node's acks,
  * a `waitFor` past the position, or the stream's last sequence staying ahead of the position for
- * a check period, starts the consumer again from the position. It stops once no other writer was
- * seen for `soloAfterMs` and it has delivered up to the stream's last sequence.
+ * a check period, starts the consumer again from the position. While following, that
+ * subscription is closed (the consumer brings the other writers' events, and hearing them twice
+ * would cost a message each); other writers show there as events of another node. The tail goes
+ * solo at a check when none was seen for `soloAfterMs`, after opening the subscription and seeing
+ * the position reach the stream's last sequence.
  */
 import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
@@ -30,6 +33,8 @@ export interface LogTailOptions {
    * tail follows the stream all the time (a node given a shared connection).
    */
   readonly appendConnection?: NatsConnection;
+  /** The node name this node's events carry in `meta.node`: the consumer's copies of them are not another writer's. */
+  readonly ownNode?: string;
   /** Stop following after this long without another writer. @defaultValue 5000 */
   readonly soloAfterMs?: number;
   /** How often the stream's last sequence is compared with the position. @defaultValue 1000 */
@@ -53,11 +58,10 @@ export class LogTail {
   private mode: Mode = 'following';
   /** Own appends applied past a gap in the position: the gap is someone else's, or a lost ack. */
   private readonly ahead = new Set<number>();
-  /**
-   * When another writer's publish was last heard (a hint). Events the consumer folds are no such
-   * sign: at start they are the log's past, and a live writer's were hinted too.
-   */
+  /** When another writer was last seen: a hint, or an event of another node appended since start. */
   private lastForeignAt = 0;
+  /** The stream's last sequence at start: events up to it are the log's past, not a live writer. */
+  private liveFrom = Infinity;
   /** The stream's last sequence at the previous check: the position should pass it by the next. */
   private lastSeqAtCheck = 0;
   private switching: Promise<void> = Promise.resolve();
@@ -89,10 +93,8 @@ export class LogTail {
   /** Starts following from the constructor's sequence. */
   async start(): Promise<void> {
     this.jsm = await jetstreamManager(this.nc);
-    const appends = this.options.appendConnection;
-    if (appends) {
-      this.hints = appends.subscribe(EVENT_SUBJECTS, { callback: () => this.foreignWriter() });
-      await appends.flush();
+    if (this.options.appendConnection) {
+      this.liveFrom = (await this.jsm.streams.info(STREAM)).state.last_seq;
       this.checker = setInterval(() => void this.check(), this.checkEveryMs);
       this.checker.unref();
     }
@@ -132,6 +134,7 @@ export class LogTail {
   private follow(why: string): void {
     if (this.mode === 'following' || this.stopped) return;
     this.mode = 'following';
+    this.closeHints();
     this.log.debug({ position: this.position, why }, 'following the stream');
     this.switching = this.switching
       .then(() => (this.stopped ? undefined : this.startConsumer()))
@@ -141,13 +144,19 @@ export class LogTail {
       });
   }
 
+  private closeHints(): void {
+    this.hints?.unsubscribe();
+    this.hints = undefined;
+  }
+
   /**
    * Runs every `checkEveryMs` (public for tests). Solo: the position must have passed what the
-   * stream held at the previous check. Following: stop when no other writer was seen for
+   * stream held at the previous check. Following: go solo when no other writer was seen for
    * `soloAfterMs` and everything the stream holds is applied.
    */
   async check(): Promise<void> {
-    if (this.checking || this.stopped || !this.jsm) return;
+    const appends = this.options.appendConnection;
+    if (this.checking || this.stopped || !this.jsm || !appends) return;
     this.checking = true;
     try {
       if (this.mode === 'solo') {
@@ -157,15 +166,24 @@ export class LogTail {
         return;
       }
       if (Date.now() - this.lastForeignAt < this.soloAfterMs || !this.messages) return;
+      // Hear other writers from now on, before looking at the stream: a publish after this is
+      // heard, one before it is in the last sequence read next (or, stored a moment late, found
+      // by the next check).
+      if (!this.hints) {
+        this.hints = appends.subscribe(EVENT_SUBJECTS, { callback: () => this.foreignWriter() });
+        await appends.flush();
+      }
       const lastSeq = (await this.jsm.streams.info(STREAM)).state.last_seq;
       // Under load the stream is always a few own appends ahead of their acks: give them a moment.
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([this.waitFor(lastSeq), new Promise<void>((resolve) => (timer = setTimeout(resolve, this.checkEveryMs)))]);
       clearTimeout(timer);
       const waitedFor = this.waiters.length > 0 && this.waiters[this.waiters.length - 1]!.seq > this.position;
-      if (this.position < lastSeq || waitedFor || Date.now() - this.lastForeignAt < this.soloAfterMs || this.mode !== 'following') return;
-      // Every event up to lastSeq is applied and no other writer was seen for soloAfterMs: any
-      // later one arrives as a hint, since the hint subscription has been open all along.
+      if (this.mode !== 'following') return;
+      if (this.position < lastSeq || waitedFor || Date.now() - this.lastForeignAt < this.soloAfterMs) {
+        this.closeHints();
+        return;
+      }
       this.mode = 'solo';
       this.lastSeqAtCheck = lastSeq;
       const messages = this.messages;
@@ -220,6 +238,7 @@ export class LogTail {
     } else if (parsed) {
       try {
         const event = decodeEnvelope(data);
+        if (seq > this.liveFrom && event.meta?.node !== this.options.ownNode) this.lastForeignAt = Date.now();
         if (isJobEvent(event)) {
           const result = this.store.apply({ seq, subject, queue: parsed.queue, jobId: parsed.id, event });
           if (result === 'refused') this.log.warn({ seq, subject, type: event.type }, 'log event refused by its machine; run docket audit');
@@ -229,11 +248,13 @@ export class LogTail {
       } catch (err) {
         // Never let one message stop the tail: the consumer would stop delivering silently.
         this.skipped += 1;
+        if (seq > this.liveFrom) this.lastForeignAt = Date.now();
         if (err instanceof UndecodableEventError) this.log.warn({ seq, subject, err }, 'undecodable event skipped');
         else this.log.error({ seq, subject, err }, 'folding an event failed');
       }
     } else {
       this.skipped += 1;
+      if (seq > this.liveFrom) this.lastForeignAt = Date.now();
     }
     // The consumer delivers in stream order: a sequence it skips was deleted.
     this.advance(seq);
@@ -269,7 +290,7 @@ export class LogTail {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.checker);
-    this.hints?.unsubscribe();
+    this.closeHints();
     await this.switching;
     await this.messages?.close();
     this.messages = undefined;

@@ -103,6 +103,28 @@ describe('the log tail while this node is the only writer', () => {
     await vi.waitFor(() => expect(a.store.get('hiddencheck00000000000000000000001')?.seq).toBe(hidden));
   });
 
+  test("another node's event since start keeps a following tail following for soloAfterMs; the log's past does not", async () => {
+    const queue = uniqueQueue('solo window');
+    const window = { soloAfterMs: 60_000, checkEveryMs: 3_600_000 };
+    const c = await startTrackedNode(server, { nodeName: 'tail-c', tail: window });
+    let d: DocketNode | undefined;
+    try {
+      const reply = await callNode(b, 'submit', { queue, params: { after: 'c started' } });
+      const jobId = (reply as unknown as { job_id: string }).job_id;
+      await vi.waitFor(() => expect(c.store.get(jobId)?.state.job.value).toBe('queued'));
+      await c.tail.check();
+      expect(c.tail.following).toBe(true);
+      // For a node started after it, the same event is the log's past.
+      d = await startTrackedNode(server, { nodeName: 'tail-d', tail: window });
+      expect(d.store.get(jobId)?.state.job.value).toBe('queued');
+      await d.tail.check();
+      expect(d.tail.following).toBe(false);
+    } finally {
+      await c.close();
+      await d?.close();
+    }
+  });
+
   test('after solo stretches on both nodes, both hold what a fresh replay of the stream holds', async () => {
     const queue = uniqueQueue('solo replay');
     for (let round = 0; round < 3; round++) {
