@@ -125,6 +125,37 @@ describe('the log tail while this node is the only writer', () => {
     }
   });
 
+  test('a solo node rides out a nats-server crash: its appends go on, and a writer after the restart is heard', async () => {
+    const own = await startNatsServer();
+    let restarted: TestNatsServer | undefined;
+    const first = await startTrackedNode(own, { nodeName: 'tail-crash-1', tail: MANUAL_CHECKS });
+    let second: DocketNode | undefined;
+    try {
+      const queue = uniqueQueue('solo crash');
+      await goSolo(first);
+      await callNode(first, 'submit', { queue, params: { n: 1 } });
+      restarted = await own.restart();
+      // The node reconnects by itself; until then a submit is unavailable (and appends nothing).
+      const after = await vi.waitFor(async () => {
+        const reply = await callNode(first, 'submit', { queue, params: { n: 2 } });
+        if (!reply.ok) throw new Error(reply.error.code);
+        return (reply as unknown as { job_id: string }).job_id;
+      }, { timeout: 20_000, interval: 200 });
+      expect(first.store.get(after)?.state.job.value).toBe('queued');
+      // Still solo: the hint subscription came back with the connection.
+      expect(first.tail.following).toBe(false);
+      second = await startTrackedNode(restarted, { nodeName: 'tail-crash-2', tail: MANUAL_CHECKS });
+      const reply = await callNode(second, 'submit', { queue, params: { n: 3 } });
+      const fromSecond = (reply as unknown as { job_id: string }).job_id;
+      await vi.waitFor(() => expect(first.store.get(fromSecond)?.state.job.value).toBe('queued'));
+      expect(captureProjections(first, [queue])).toEqual(captureProjections(second, [queue]));
+    } finally {
+      await second?.close();
+      await first.close();
+      await (restarted ?? own).stop();
+    }
+  }, 60_000);
+
   test('after solo stretches on both nodes, both hold what a fresh replay of the stream holds', async () => {
     const queue = uniqueQueue('solo replay');
     for (let round = 0; round < 3; round++) {
