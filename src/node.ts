@@ -15,7 +15,7 @@ import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retryS
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
 import { WorkService } from './dispatch/work-service.js';
-import { NotFoundError } from './errors.js';
+import { InvalidRequestError, NotFoundError } from './errors.js';
 import { LeaseKeeper } from './reactors/leases.js';
 import { createRetry, Retrier } from './reactors/retrier.js';
 import { submit } from './commands/submit.js';
@@ -46,8 +46,9 @@ export interface DocketOptions {
    * With `nc`: a second connection, opened with `noEcho: true`, for this node's appends (the
    * node does not close it either). On it the log tail hears only other writers, so it can stop
    * following the stream while this node is the only one (LogTail). Without it a node given `nc`
-   * appends on `nc` and follows the stream all the time. A node that opens its own connection
-   * opens this one too.
+   * appends on `nc` and follows the stream all the time. One per node: two nodes publishing on
+   * one connection would not hear each other. A node that opens its own connection opens this
+   * one too.
    */
   readonly appendNc?: NatsConnection;
   /** Directory for checkpoints. Without one the node folds the whole log on every start. */
@@ -94,6 +95,10 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   const log = root.child({ component: 'node' });
   const clock = options.clock ?? systemClock;
   const ownsConnection = options.nc === undefined;
+  if (options.appendNc !== undefined && !(options.appendNc as { options?: { noEcho?: boolean } }).options?.noEcho) {
+    // It would hear its own appends as another writer's and never stop following.
+    throw new InvalidRequestError('appendNc must be a connection opened with noEcho: true');
+  }
   const nc = options.nc ?? (await connectNats({ ...(options.servers === undefined ? {} : { servers: options.servers }), name: `docket-${name}` }));
 
   log.debug('connected');

@@ -17,7 +17,7 @@
  * solo at a check when none was seen for `soloAfterMs`, after opening the subscription and seeing
  * the position reach the stream's last sequence.
  */
-import { DeliverPolicy, jetstream, jetstreamManager, type ConsumerMessages, type JetStreamManager } from '@nats-io/jetstream';
+import { DeliverPolicy, jetstream, jetstreamManager, type Consumer, type ConsumerMessages, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Logger } from '../logger.js';
 import { decodeEnvelope, isJobEvent, UndecodableEventError } from '../nats/codec.js';
@@ -55,11 +55,15 @@ export class LogTail {
   skipped = 0;
   private waiters: Waiter[] = [];
   private messages: ConsumerMessages | undefined;
+  /** The consumer behind `messages`: deleted on the server when it stops (it would linger 5 minutes). */
+  private consumer: Consumer | undefined;
   private mode: Mode = 'following';
   /** Own appends applied past a gap in the position: the gap is someone else's, or a lost ack. */
   private readonly ahead = new Set<number>();
   /** When another writer was last seen: a hint, or an event of another node appended since start. */
   private lastForeignAt = 0;
+  /** Hints heard: one during the going-solo check means another writer, however recent. */
+  private hintsHeard = 0;
   /** The stream's last sequence at start: events up to it are the log's past, not a live writer. */
   private liveFrom = Infinity;
   /** The stream's last sequence at the previous check: the position should pass it by the next. */
@@ -119,13 +123,24 @@ export class LogTail {
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: this.position + 1,
     });
+    this.consumer = consumer;
     this.messages = await consumer.consume({
       max_messages: 10_000,
       callback: (msg) => this.applyMessage(msg.seq, msg.subject, msg.data),
     });
   }
 
+  /** Stops the consumer and deletes it on the server (best effort). */
+  private async stopConsumer(): Promise<void> {
+    const { messages, consumer } = this;
+    this.messages = undefined;
+    this.consumer = undefined;
+    await messages?.close();
+    await consumer?.delete().catch(() => false);
+  }
+
   private foreignWriter(): void {
+    this.hintsHeard += 1;
     this.lastForeignAt = Date.now();
     if (this.mode === 'solo') this.follow('another writer appended');
   }
@@ -139,8 +154,10 @@ export class LogTail {
     this.switching = this.switching
       .then(() => (this.stopped ? undefined : this.startConsumer()))
       .catch((err: unknown) => {
-        this.log.error({ err }, 'cannot follow the stream; retrying at the next check');
+        // Solo again, and deaf to hints: try again soon (waiters may be waiting on this).
+        this.log.error({ err }, 'cannot follow the stream; retrying in a second');
         this.mode = 'solo';
+        setTimeout(() => this.follow('retrying after a failed start'), 1_000).unref();
       });
   }
 
@@ -168,31 +185,34 @@ export class LogTail {
       if (Date.now() - this.lastForeignAt < this.soloAfterMs || !this.messages) return;
       // Hear other writers from now on, before looking at the stream: a publish after this is
       // heard, one before it is in the last sequence read next (or, stored a moment late, found
-      // by the next check).
+      // by the solo checks that follow: within two periods).
       if (!this.hints) {
         this.hints = appends.subscribe(EVENT_SUBJECTS, { callback: () => this.foreignWriter() });
         await appends.flush();
       }
+      const heardBefore = this.hintsHeard;
       const lastSeq = (await this.jsm.streams.info(STREAM)).state.last_seq;
       // Under load the stream is always a few own appends ahead of their acks: give them a moment.
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.waitFor(lastSeq), new Promise<void>((resolve) => (timer = setTimeout(resolve, this.checkEveryMs)))]);
+      await Promise.race([this.waitFor(lastSeq), new Promise<void>((resolve) => (timer = setTimeout(resolve, this.checkEveryMs).unref()))]);
       clearTimeout(timer);
       const waitedFor = this.waiters.length > 0 && this.waiters[this.waiters.length - 1]!.seq > this.position;
       if (this.mode !== 'following') return;
-      if (this.position < lastSeq || waitedFor || Date.now() - this.lastForeignAt < this.soloAfterMs) {
+      // A hint since the subscription was flushed may be of an event the stream stores after
+      // lastSeq was read; a known gap is an unapplied event too.
+      const anotherWriter = this.hintsHeard !== heardBefore || Date.now() - this.lastForeignAt < this.soloAfterMs;
+      if (this.position < lastSeq || waitedFor || anotherWriter || this.ahead.size > 0) {
         this.closeHints();
         return;
       }
       this.mode = 'solo';
       this.lastSeqAtCheck = lastSeq;
-      const messages = this.messages;
-      this.messages = undefined;
       this.log.debug({ position: this.position }, 'only writer: stopped following the stream');
-      this.switching = this.switching.then(() => messages.close()).then(() => undefined, () => undefined);
+      this.switching = this.switching.then(() => this.stopConsumer()).then(() => undefined, () => undefined);
       await this.switching;
     } catch (err) {
       this.log.warn({ err }, 'stream check failed');
+      if (this.mode === 'following') this.closeHints();
     } finally {
       this.checking = false;
     }
@@ -218,8 +238,7 @@ export class LogTail {
         // Nothing stored in (position, endSeq]: whatever is in flight to us is past endSeq.
         if (this.position < endSeq) {
           this.log.warn({ from, to: endSeq }, 'events deleted from the stream; skipped');
-          this.position = endSeq;
-          this.release();
+          this.advance(endSeq);
         }
         return;
       }
@@ -292,7 +311,6 @@ export class LogTail {
     clearInterval(this.checker);
     this.closeHints();
     await this.switching;
-    await this.messages?.close();
-    this.messages = undefined;
+    await this.stopConsumer();
   }
 }

@@ -1,10 +1,10 @@
 /**
  * The log tail's solo mode: a node that is the only writer stops its consumer and moves its
  * position with its own acks; another writer's event brings the consumer back, through one of
- * three signals (a hint on the noEcho append connection, a gap before an own append, the stream
- * staying ahead of the position for a check period). The periodic check is run by hand here
- * (checkEveryMs is an hour), so each test sees the one signal it is about; none of them calls
- * `tail.waitFor`, which would start the consumer by itself.
+ * four signals (a hint on the noEcho append connection, a gap before an own append, a wait for a
+ * sequence past the position, the stream staying ahead of the position for a check period). The
+ * periodic check is run by hand here (checkEveryMs is an hour), so each test sees the one signal
+ * it is about: only the test of waiting calls `tail.waitFor`, which starts the consumer by itself.
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -14,6 +14,9 @@ import { envelope } from '../../src/commands/handle-command.js';
 import { JobDefaults } from '../../src/commands/limits.js';
 import { subjects } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
+import { connect } from '@nats-io/transport-node';
+import { startNode } from '../../src/node.js';
+import { STREAM } from '../../src/nats/subjects.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { callNode, captureProjections, closeTestFile, connectTestClients, lastSeq, openResources, startTrackedNode, uniqueQueue } from '../support/docket.js';
 
@@ -78,7 +81,7 @@ describe('the log tail while this node is the only writer', () => {
     const reply = await callNode(b, 'submit', { queue, params: { from: 'b' } });
     const jobId = (reply as unknown as { job_id: string }).job_id;
     // No check runs and nothing waits on a's tail: only the hint can bring the event to a.
-    await vi.waitFor(() => expect(a.store.get(jobId)?.state.job.value).toBe('queued'));
+    await vi.waitFor(() => expect(a.store.get(jobId)?.state.job.value).toBe('queued'), { timeout: 5_000 });
     expect(a.tail.position).toBeGreaterThanOrEqual(b.store.get(jobId)!.seq);
   });
 
@@ -90,6 +93,28 @@ describe('the log tail while this node is the only writer', () => {
     await callNode(a, 'submit', { queue, params: { after: hidden } });
     await vi.waitFor(() => expect(a.store.get('hiddengap0000000000000000000000001')?.seq).toBe(hidden));
     expect(a.tail.following).toBe(true);
+  });
+
+  test('a wait for a sequence past the position starts the consumer, which brings it', async () => {
+    const queue = uniqueQueue('solo wait');
+    await goSolo(a);
+    const hidden = await appendUnannounced(a, queue, 'hiddenwait000000000000000000000001');
+    await a.tail.waitFor(hidden);
+    expect(a.store.get('hiddenwait000000000000000000000001')?.seq).toBe(hidden);
+    expect(a.tail.following).toBe(true);
+  });
+
+  test('going solo deletes the consumer on the server, and following creates one', async () => {
+    const consumers = async () => (await jsm.consumers.list(STREAM).next()).length;
+    await goSolo(a);
+    await goSolo(b);
+    const alone = await consumers();
+    await a.tail.waitFor(await appendUnannounced(a, uniqueQueue('solo consumers'), 'hiddenconsumers0000000000000000001'));
+    // a follows (it waited), and so does b: it heard a's publish.
+    await vi.waitFor(async () => expect(await consumers()).toBe(alone + 2));
+    await goSolo(a);
+    await goSolo(b);
+    expect(await consumers()).toBe(alone);
   });
 
   test('the stream staying ahead of the position for a check period starts the consumer', async () => {
@@ -155,6 +180,17 @@ describe('the log tail while this node is the only writer', () => {
       await (restarted ?? own).stop();
     }
   }, 60_000);
+
+  test('a given appendNc must be opened with noEcho (invalid_request), or the node would never go solo', async () => {
+    const shared = await connect({ servers: server.url });
+    const echoing = await connect({ servers: server.url });
+    try {
+      await expect(startNode({ nc: shared, appendNc: echoing })).rejects.toMatchObject({ code: 'invalid_request' });
+    } finally {
+      await shared.close();
+      await echoing.close();
+    }
+  });
 
   test('after solo stretches on both nodes, both hold what a fresh replay of the stream holds', async () => {
     const queue = uniqueQueue('solo replay');
