@@ -52,6 +52,7 @@ interface Pending {
 }
 
 const WRONG_LAST_SEQUENCE = 10071;
+const decoder = new TextDecoder();
 
 export interface EventStoreOptions {
   /** How long to wait for a PubAck before publishing again with the same msg id. @defaultValue 5000 */
@@ -98,10 +99,11 @@ export class EventStore {
 
   private send(pending: Pending): void {
     const token = this.nextToken++;
+    // append, not set: on a fresh set of headers, set's search for an existing key is waste.
     const h = headers();
-    h.set('Nats-Msg-Id', pending.request.event.id);
-    h.set('Nats-Expected-Last-Subject-Sequence', String(pending.request.expectedSeq));
-    h.set('Nats-Expected-Stream', 'DOCKET');
+    h.append('Nats-Msg-Id', pending.request.event.id);
+    h.append('Nats-Expected-Last-Subject-Sequence', String(pending.request.expectedSeq));
+    h.append('Nats-Expected-Stream', 'DOCKET');
     pending.sentAt = Date.now();
     pending.attempts += 1;
     this.pending.set(token, pending);
@@ -125,7 +127,7 @@ export class EventStore {
     }
     let ack: { seq?: number; duplicate?: boolean; error?: { err_code?: number; description?: string } };
     try {
-      ack = JSON.parse(new TextDecoder().decode(data));
+      ack = JSON.parse(decoder.decode(data));
     } catch (err) {
       pending.reject(new UnavailableError('unreadable publish ack', { cause: err }));
       return;
