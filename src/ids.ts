@@ -21,6 +21,19 @@ export function prefixedId(prefix: string, body: string): string {
   return [prefix, body].join('');
 }
 
+/** Every event id starts with this (Nats-Msg-Id is the event id). */
+const EVENT_ID_PREFIX = 'e';
+
+/** An event id derived from `body`: a random id, or a plain submit's job id (see job-store). */
+export function eventIdOf(body: string): string {
+  return prefixedId(EVENT_ID_PREFIX, body);
+}
+
+/** Whether `eventId` is `eventIdOf(body)`, without building it. */
+export function isEventIdOf(eventId: string, body: string): boolean {
+  return eventId.length === body.length + EVENT_ID_PREFIX.length && eventId.startsWith(EVENT_ID_PREFIX) && eventId.endsWith(body);
+}
+
 function digest(...parts: readonly string[]): string {
   const h = createHash('sha256');
   for (const part of parts) h.update(part).update('\u0000');
@@ -44,7 +57,7 @@ export function retryJobId(failedJobId: string, attempt: number): string {
 
 /** The event id (and Nats-Msg-Id) of the event a command appends to one aggregate. */
 export function eventIdFor(commandId: string, aggregateId: string, index = 0): string {
-  return prefixedId('e', digest('event', commandId, aggregateId, String(index)));
+  return eventIdOf(digest('event', commandId, aggregateId, String(index)));
 }
 
 /** Canonical JSON (sorted keys) so that equal keys give equal ids. */

@@ -99,7 +99,8 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     // It would hear its own appends as another writer's and never stop following.
     throw new InvalidRequestError('appendNc must be a connection opened with noEcho: true');
   }
-  const nc = options.nc ?? (await connectNats({ ...(options.servers === undefined ? {} : { servers: options.servers }), name: `docket-${name}` }));
+  const servers = options.servers === undefined ? {} : { servers: options.servers };
+  const nc = options.nc ?? (await connectNats({ ...servers, name: `docket-${name}` }));
 
   log.debug('connected');
   const jsm = await ensureStream(nc, options.replicas === undefined ? {} : { replicas: options.replicas });
@@ -133,7 +134,7 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   // The appends go out on a connection of their own, opened with noEcho, when the node owns its
   // connections: on it the tail hears only other writers and can stop following while alone.
   const appendNc = ownsConnection
-    ? await connectNats({ ...(options.servers === undefined ? {} : { servers: options.servers }), name: `docket-${name}-appends`, noEcho: true })
+    ? await connectNats({ ...servers, name: `docket-${name}-appends`, noEcho: true })
     : (options.appendNc ?? nc);
   const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq, appendNc === nc ? {} : { ...options.tail, appendConnection: appendNc, ownNode: name });
   const started = Date.now();

@@ -154,7 +154,7 @@ export class Worker {
       this.claimsInFlight += 1;
       void this.request<{ jobs: WorkerJob[] }>(
         'claim',
-        { worker: this.id, max: free, wait_ms: this.claimWaitMs, lease_ms: this.leaseMs, host: this.host, pid: process.pid, version: this.options.version ?? 'unknown' },
+        { ...this.claimFields(free), wait_ms: this.claimWaitMs },
         this.claimWaitMs + 10_000,
       )
         .then(
@@ -228,7 +228,12 @@ export class Worker {
    */
   private nextClaim(): { next?: Record<string, unknown> } {
     if (!this.running) return {};
-    return { next: { worker: this.id, max: 1, lease_ms: this.leaseMs, host: this.host, pid: process.pid, version: this.options.version ?? 'unknown' } };
+    return { next: this.claimFields(1) };
+  }
+
+  /** What every claim of this worker says: who asks, for how many, the lease and the run's meta. */
+  private claimFields(max: number): Record<string, unknown> {
+    return { worker: this.id, max, lease_ms: this.leaseMs, host: this.host, pid: process.pid, version: this.options.version ?? 'unknown' };
   }
 
   /**

@@ -13,7 +13,7 @@ import {
 import type { Clock } from '../clock.js';
 import { toIso } from '../clock.js';
 import { InvalidTransitionError, NotFoundError, StaleRunError, ConflictError } from '../errors.js';
-import { eventIdFor, prefixedId, type IdSource } from '../ids.js';
+import { eventIdFor, eventIdOf, type IdSource } from '../ids.js';
 import type { Logger } from '../logger.js';
 import { subjects } from '../nats/subjects.js';
 import type { KeyIndex } from '../projections/key-index.js';
@@ -130,7 +130,7 @@ export async function transitionJob(
   commandId: string | undefined,
   build: (record: JobRecord, eventId: string) => JobEvent,
 ): Promise<Transitioned> {
-  const eventId = commandId === undefined ? prefixedId('e', ctx.ids.next()) : eventIdFor(commandId, jobId);
+  const eventId = commandId === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(commandId, jobId);
   for (let attempt = 0; ; attempt++) {
     let record = ctx.store.get(jobId);
     if (!record) {

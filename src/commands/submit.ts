@@ -6,7 +6,7 @@
 import { isLiveStatus, Priority, type JobKey, type JsonObject } from '../../machines/index.js';
 import { toIso } from '../clock.js';
 import { DocketError, coerceError, type ErrorBody } from '../errors.js';
-import { canonicalJson, commandJobId, eventIdFor, keyedJobId, prefixedId } from '../ids.js';
+import { canonicalJson, commandJobId, eventIdFor, eventIdOf, keyedJobId } from '../ids.js';
 import { plainSubmitId, type JobRecord } from '../store/job-store.js';
 import { createJob, envelope, type CommandContext } from './handle-command.js';
 import { JobDefaults, Limits } from './limits.js';
@@ -81,7 +81,7 @@ async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string 
   // Without a command id the event id is random: a resend is a new submit, as the client asked.
   // One event id per (command, item), whatever job id it lands on: a resend finds its own event.
   const commandEventId = commandId === undefined ? undefined : eventIdFor(`${commandId}#${index}`, `submit:${spec.queue}`);
-  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? prefixedId('e', ctx.ids.next()));
+  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()));
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
   // A plain submit's event id is derived from its random job id (the store need not keep it).
   const eventId = commandEventId ?? plainSubmitId(jobId);

@@ -87,15 +87,16 @@ export class QueueOrder {
     return line;
   }
 
-  /** The job's record while it is queued with this order key; otherwise the entry is dead. */
-  private liveRecord(entry: JobRecord): JobRecord | undefined {
-    const record = this.lookup(entry.jobId);
-    if (!record || record.state.job.value !== 'queued' || compareRecords(record, entry) !== 0) return undefined;
-    return record;
+  /** The job's current record while it is queued. */
+  private queuedRecord(jobId: string): JobRecord | undefined {
+    const record = this.lookup(jobId);
+    return record?.state.job.value === 'queued' ? record : undefined;
   }
 
-  private pushReady(line: QueueLine, record: JobRecord): void {
-    line.ready.push(record);
+  /** The job's record while it is queued with this order key; otherwise the entry is dead. */
+  private liveRecord(entry: JobRecord): JobRecord | undefined {
+    const record = this.queuedRecord(entry.jobId);
+    return record && compareRecords(record, entry) === 0 ? record : undefined;
   }
 
   readonly apply = (change: JobChange): void => {
@@ -111,7 +112,7 @@ export class QueueOrder {
     const sameRunAt = wasQueued && before.state.job.context.run_at === after.state.job.context.run_at;
     if (sameRunAt && compareRecords(before, after) === 0) return;
     const runAtMs = runAtOf(after);
-    if (runAtMs <= this.now()) this.pushReady(line, after);
+    if (runAtMs <= this.now()) line.ready.push(after);
     // A delayed job's entry holds only its run_at: a move keeps it, and the ready entry is made
     // from the record when it comes due.
     else if (!sameRunAt) line.delayed.push({ jobId: after.jobId, runAtMs });
@@ -121,9 +122,8 @@ export class QueueOrder {
 
   /** A delayed entry is live while its job is queued with that run_at and not yet due-and-moved. */
   private liveDelayed(entry: DelayedEntry): JobRecord | undefined {
-    const record = this.lookup(entry.jobId);
-    if (!record || record.state.job.value !== 'queued' || runAtOf(record) !== entry.runAtMs) return undefined;
-    return record;
+    const record = this.queuedRecord(entry.jobId);
+    return record && runAtOf(record) === entry.runAtMs ? record : undefined;
   }
 
   /** Moves delayed jobs whose run_at has come into the ready heap. Returns how many joined. */
@@ -136,7 +136,7 @@ export class QueueOrder {
       line.delayed.pop();
       const record = this.liveDelayed(head);
       if (!record) continue;
-      this.pushReady(line, record);
+      line.ready.push(record);
       joined += 1;
     }
     return joined;
@@ -176,11 +176,11 @@ export class QueueOrder {
   release(queue: string, jobId: string): void {
     const line = this.lines.get(queue);
     if (!line || !line.taken.delete(jobId)) return;
-    const record = this.lookup(jobId);
-    if (!record || record.state.job.value !== 'queued') return;
+    const record = this.queuedRecord(jobId);
+    if (!record) return;
     const runAtMs = runAtOf(record);
     if (runAtMs > this.now()) line.delayed.push({ jobId, runAtMs });
-    else this.pushReady(line, record);
+    else line.ready.push(record);
   }
 
   /** Ready jobs in order (a pure function of the log and the clock), then delayed by run_at. */
@@ -195,8 +195,8 @@ export class QueueOrder {
     // flight: collect them once each and order them from their records.
     for (const entry of [...line.ready.toArray(), ...line.delayed.toArray(), ...[...line.taken].map((jobId) => ({ jobId }))]) {
       if (seen.has(entry.jobId)) continue;
-      const record = this.lookup(entry.jobId);
-      if (!record || record.state.job.value !== 'queued') continue;
+      const record = this.queuedRecord(entry.jobId);
+      if (!record) continue;
       seen.add(entry.jobId);
       const runAtMs = runAtOf(record);
       if (runAtMs <= now) ready.push({ jobId: entry.jobId, ...orderKeyOf(record) });

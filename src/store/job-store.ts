@@ -6,7 +6,7 @@
  * the second a no-op.
  */
 import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState } from '../../machines/index.js';
-import { prefixedId } from '../ids.js';
+import { eventIdOf, isEventIdOf } from '../ids.js';
 
 export interface HistoryEntry {
   readonly seq: number;
@@ -42,11 +42,7 @@ export const NO_EVENTS: readonly HistoryEntry[] = Object.freeze([]);
 
 /** The submit event id of a plain submit: derived from the (random, unique) job id. */
 export function plainSubmitId(jobId: string): string {
-  return prefixedId('e', jobId);
-}
-
-function isPlainSubmitId(eventId: string, jobId: string): boolean {
-  return eventId.length === jobId.length + 1 && eventId.startsWith('e') && eventId.endsWith(jobId);
+  return eventIdOf(jobId);
 }
 
 export function submitIdOf(record: JobRecord): string {
@@ -55,7 +51,7 @@ export function submitIdOf(record: JobRecord): string {
 
 /** Whether this event id is the job's job.submitted. */
 export function isSubmitOf(record: JobRecord, eventId: string): boolean {
-  return record.submitId === null ? isPlainSubmitId(eventId, record.jobId) : record.submitId === eventId;
+  return record.submitId === null ? isEventIdOf(eventId, record.jobId) : record.submitId === eventId;
 }
 
 /** A job's whole history, job.submitted first. */
@@ -134,7 +130,7 @@ export class JobStore {
     const { event } = recorded;
     const after: JobRecord = before
       ? { jobId: before.jobId, queue: before.queue, state, seq: recorded.seq, submitSeq: before.submitSeq, submitId: before.submitId, later: [...before.later, { seq: recorded.seq, id: event.id, type: event.type, time: event.time }] }
-      : { jobId: recorded.jobId, queue: recorded.queue, state, seq: recorded.seq, submitSeq: recorded.seq, submitId: isPlainSubmitId(event.id, recorded.jobId) ? null : event.id, later: NO_EVENTS };
+      : { jobId: recorded.jobId, queue: recorded.queue, state, seq: recorded.seq, submitSeq: recorded.seq, submitId: isEventIdOf(event.id, recorded.jobId) ? null : event.id, later: NO_EVENTS };
     this.jobs.set(after.jobId, after);
     if (!before) this.indexSubmit(after);
     for (const listener of this.listeners) listener({ before, after, recorded });

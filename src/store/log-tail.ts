@@ -193,9 +193,7 @@ export class LogTail {
       const heardBefore = this.hintsHeard;
       const lastSeq = (await this.jsm.streams.info(STREAM)).state.last_seq;
       // Under load the stream is always a few own appends ahead of their acks: give them a moment.
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.waitFor(lastSeq), new Promise<void>((resolve) => (timer = setTimeout(resolve, this.checkEveryMs).unref()))]);
-      clearTimeout(timer);
+      await this.waitAtMost(lastSeq, this.checkEveryMs);
       const waitedFor = this.waiters.length > 0 && this.waiters[this.waiters.length - 1]!.seq > this.position;
       if (this.mode !== 'following') return;
       // A hint since the subscription was flushed may be of an event the stream stores after
@@ -228,9 +226,7 @@ export class LogTail {
   async waitForEnd(endSeq: number): Promise<void> {
     const jsm = this.jsm ?? (await jetstreamManager(this.nc));
     while (this.position < endSeq) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.waitFor(endSeq), new Promise<void>((resolve) => (timer = setTimeout(resolve, END_PROBE_MS)))]);
-      clearTimeout(timer);
+      await this.waitAtMost(endSeq, END_PROBE_MS);
       if (this.position >= endSeq) return;
       const from = this.position + 1;
       const next = await jsm.direct.getMessage(STREAM, { seq: from, next_by_subj: EVENT_SUBJECTS }).catch(() => null);
@@ -287,6 +283,13 @@ export class LogTail {
       for (const s of this.ahead) if (s <= this.position) this.ahead.delete(s);
     }
     if (this.waiters.length > 0 && this.waiters[0]!.seq <= this.position) this.release();
+  }
+
+  /** waitFor, for at most `ms` (the waiter stays, and is released when the position passes it). */
+  private async waitAtMost(seq: number, ms: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.waitFor(seq), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms).unref()))]);
+    clearTimeout(timer);
   }
 
   /** Resolves once every event up to `seq` has been applied. */
