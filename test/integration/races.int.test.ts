@@ -12,8 +12,8 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
-import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { callNode, captureProjections, caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue, type RawReply, closeTestFile, connectTestClients } from '../support/docket.js';
+import type { TestNatsServer } from '../support/nats-server.js';
+import { callNode, captureProjections, caughtUp, openResources, queueLog, startTwoNodes, streamMessages, uniqueQueue, type RawReply, closeTestFile } from '../support/docket.js';
 
 const NUM_RUNS = Number(process.env['DOCKET_NUM_RUNS'] ?? 20);
 
@@ -25,11 +25,8 @@ let nc: NatsConnection;
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
-  server = await startNatsServer();
   // Tails switching between following and solo every few milliseconds (LogTail).
-  a = await startTrackedNode(server, { nodeName: 'race-a', tail: { soloAfterMs: 10, checkEveryMs: 5 } });
-  b = await startTrackedNode(server, { nodeName: 'race-b', tail: { soloAfterMs: 10, checkEveryMs: 5 } });
-  ({ client, nc, jsm } = await connectTestClients(server, 'races-test'));
+  ({ server, a, b, client, nc, jsm } = await startTwoNodes('race', { tail: { soloAfterMs: 10, checkEveryMs: 5 } }));
 });
 
 afterAll(async () => {

@@ -18,7 +18,7 @@ import { connect } from '@nats-io/transport-node';
 import { startNode } from '../../src/node.js';
 import { STREAM } from '../../src/nats/subjects.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { callNode, captureProjections, closeTestFile, connectTestClients, lastSeq, openResources, startTrackedNode, uniqueQueue } from '../support/docket.js';
+import { callNode, captureProjections, closeTestFile, lastSeq, openResources, startTrackedNode, startTwoNodes, uniqueQueue } from '../support/docket.js';
 
 const MANUAL_CHECKS = { soloAfterMs: 0, checkEveryMs: 3_600_000 };
 
@@ -30,10 +30,7 @@ let nc: NatsConnection;
 let jsm: JetStreamManager;
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  a = await startTrackedNode(server, { nodeName: 'tail-a', tail: MANUAL_CHECKS });
-  b = await startTrackedNode(server, { nodeName: 'tail-b', tail: MANUAL_CHECKS });
-  ({ client, nc, jsm } = await connectTestClients(server, 'tail-test'));
+  ({ server, a, b, client, nc, jsm } = await startTwoNodes('tail', { tail: MANUAL_CHECKS }));
 });
 
 afterAll(async () => {

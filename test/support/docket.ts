@@ -18,7 +18,7 @@ import { subjects, STREAM } from '../../src/nats/subjects.js';
 import { startNode, type DocketNode, type DocketOptions } from '../../src/node.js';
 import type { QueueProgress } from '../../src/projections/progress.js';
 import { readLog } from '../../src/store/read-log.js';
-import type { TestNatsServer } from './nats-server.js';
+import { startNatsServer, type TestNatsServer } from './nats-server.js';
 
 /** A queue name of its own for one test: a slug of `name` and a short random suffix. */
 export function uniqueQueue(name: string): string {
@@ -287,6 +287,20 @@ export async function connectTestClients(server: TestNatsServer, name: string): 
   const client = await Client.connect({ servers: server.url });
   const nc = await connect({ servers: server.url, name });
   return { client, nc, jsm: await jetstreamManager(nc) };
+}
+
+/** A test file's own server with two nodes on it (`<name>-a`, `<name>-b`, same options) and its clients. */
+export interface TwoNodes extends TestClients {
+  readonly server: TestNatsServer;
+  readonly a: DocketNode;
+  readonly b: DocketNode;
+}
+
+export async function startTwoNodes(name: string, options: Omit<DocketOptions, 'servers' | 'nodeName'> = {}): Promise<TwoNodes> {
+  const server = await startNatsServer();
+  const a = await startTrackedNode(server, { ...options, nodeName: `${name}-a` });
+  const b = await startTrackedNode(server, { ...options, nodeName: `${name}-b` });
+  return { server, a, b, ...(await connectTestClients(server, `${name}-test`)) };
 }
 
 /**
