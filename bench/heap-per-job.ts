@@ -8,6 +8,7 @@
 import { startNatsServer } from '../test/support/nats-server.js';
 import { startNode } from '../src/node.js';
 import { Client } from '../src/client/client.js';
+import { submitInChunks } from './lib/workload.js';
 
 const jobs = Number(process.argv[2] ?? 200_000);
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -26,13 +27,7 @@ const nats = await startNatsServer();
 const node = await startNode({ servers: nats.url });
 const client = await Client.connect({ servers: nats.url });
 try {
-  const fill = async (queue: string, n: number): Promise<void> => {
-    for (let offset = 0; offset < n; offset += 10_000) {
-      const size = Math.min(10_000, n - offset);
-      const { jobs: replies } = await client.submitBatch(Array.from({ length: size }, (_, i) => ({ queue, params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } })));
-      if (replies.some((r) => !r.ok)) throw new Error('a submit was refused');
-    }
-  };
+  const fill = (queue: string, n: number): Promise<void> => submitInChunks(client, queue, n, 10_000);
   await fill('warm-up', 10_000); // the node's own one-off allocations are not per job
   const before = await settle();
   await fill('large', jobs);

@@ -6,28 +6,21 @@
  *
  *   npx tsx bench/tail-solo-memory.ts [jobs=1000000]
  */
-import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { startNatsServer } from '../test/support/nats-server.js';
 import { Client } from '../src/index.js';
+import { rssBytesOf } from './lib/procs.js';
+import { startTailNode, TAIL_MODES } from './lib/tail-solo.js';
+import { submitInChunks } from './lib/workload.js';
 
 const jobs = Number(process.argv[2] ?? 1_000_000);
-const rssOf = (pid: number): number => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
 
-for (const mode of ['follow', 'solo']) {
-  const server = await startNatsServer();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/tail-solo-node.ts', server.url, mode], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve) => child.stdout!.on('data', (chunk: Buffer) => chunk.toString().includes('serving') && resolve()));
-  await new Promise((resolve) => setTimeout(resolve, 2_500));
-  const client = await Client.connect({ servers: server.url });
-  const before = rssOf(child.pid!);
-  for (let offset = 0; offset < jobs; offset += 10_000) {
-    await client.submitBatch(Array.from({ length: Math.min(10_000, jobs - offset) }, (_, i) => ({ queue: 'large', params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } })));
-  }
-  const after = rssOf(child.pid!);
+for (const mode of TAIL_MODES) {
+  const node = await startTailNode(mode);
+  const client = await Client.connect({ servers: node.url });
+  const rss = (): number => rssBytesOf(node.pid) ?? Number.NaN;
+  const before = rss();
+  await submitInChunks(client, 'large', jobs, 10_000);
+  const after = rss();
   process.stdout.write(`${JSON.stringify({ mode, jobs, rss_bytes_per_job: Math.round((after - before) / jobs) })}\n`);
   await client.close();
-  child.kill('SIGTERM');
-  await new Promise((resolve) => child.once('exit', resolve));
-  await server.stop();
+  await node.stop();
 }

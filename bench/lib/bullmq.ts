@@ -7,6 +7,7 @@ import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { measured, percentile, type Measurement } from './harness.js';
 import { rssBytesOf, type RedisServer } from './procs.js';
+import { jobParams } from './workload.js';
 
 export function connection(redis: RedisServer): { host: string; port: number; maxRetriesPerRequest: null } {
   return { host: '127.0.0.1', port: redis.port, maxRetriesPerRequest: null };
@@ -24,7 +25,7 @@ function roles(redis: RedisServer): Record<string, number> {
 }
 
 function jobsOf(n: number, offset: number): { name: string; data: { i: number; image: string } }[] {
-  return Array.from({ length: n }, (_, i) => ({ name: 'noop', data: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } }));
+  return Array.from({ length: n }, (_, i) => ({ name: 'noop', data: jobParams(offset + i) }));
 }
 
 /** addBulk of `n` jobs in chunks, one chunk at a time. */

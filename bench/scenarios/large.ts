@@ -13,6 +13,7 @@ import { median, measured, sleep, type Group, type Measurement } from '../lib/ha
 import { connectClient, startDocketNode, tempDir, workerClass, type ClientApi, type DocketNodeHandle, type WorkerApi, type WorkerOptions } from '../lib/docket.js';
 import { rssBytesOf, startRedis } from '../lib/procs.js';
 import type { BenchEnv } from '../lib/env.js';
+import { docketJobs } from '../lib/workload.js';
 
 const SAMPLES = 3;
 const CLAIM_CONCURRENCY = 100;
@@ -63,7 +64,7 @@ async function submitChunks(client: ClientApi, queue: string, n: number, chunk: 
     const chunkStarted = performance.now();
     let jobs: Awaited<ReturnType<ClientApi['submitBatch']>>['jobs'];
     try {
-      ({ jobs } = await client.submitBatch(Array.from({ length: size }, (_, i) => ({ queue, params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } }))));
+      ({ jobs } = await client.submitBatch(docketJobs(queue, size, offset)));
     } catch (err: unknown) {
       if (budgetMs === Infinity) throw err;
       // A budgeted fill measures at the size the node reached; part of this chunk may be queued too.

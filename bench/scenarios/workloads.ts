@@ -8,20 +8,10 @@
  */
 import * as bull from '../lib/bullmq.js';
 import { measured, NotAvailableError, percentile, type Group, type Measurement, type RowDef } from '../lib/harness.js';
-import { acknowledged, connectClient, jobIdOfRecorded, workerClass, type SubmitSpec, type ClientApi } from '../lib/docket.js';
+import { acknowledged, connectClient, jobIdOfRecorded, workerClass } from '../lib/docket.js';
 import { redisOf, withDocket, type BenchEnv } from '../lib/env.js';
+import { submitInChunks } from '../lib/workload.js';
 
-function specs(queue: string, n: number, offset: number): SubmitSpec[] {
-  return Array.from({ length: n }, (_, i) => ({ queue, params: { i: offset + i, image: `s3://uploads/${offset + i}.jpg` } }));
-}
-
-async function submitAll(client: ClientApi, queue: string, n: number, chunk: number): Promise<void> {
-  for (let offset = 0; offset < n; offset += chunk) {
-    const { jobs } = await client.submitBatch(specs(queue, Math.min(chunk, n - offset), offset));
-    const refused = jobs.filter((j) => !j.ok);
-    if (refused.length > 0) throw new Error(`${refused.length} of ${jobs.length} submits refused: ${JSON.stringify(refused[0]?.error)}`);
-  }
-}
 
 interface RowBase {
   readonly scenario: string;
@@ -50,7 +40,7 @@ export function bulkSubmitGroup(env: BenchEnv): Group {
         withDocket(env, async (run) => {
           const client = await connectClient(run.url);
           try {
-            const m = await measured(run.roles(), () => submitAll(client, 'bulk', n, chunk));
+            const m = await measured(run.roles(), () => submitInChunks(client, 'bulk', n, chunk));
             return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, chunk, node: run.node.mode } };
           } finally {
             await client.close();
@@ -92,7 +82,7 @@ export function endToEndGroup(env: BenchEnv, concurrency: number): Group {
           let closeMs = 0;
           try {
             const m = await measured(run.roles(), async () => {
-              await submitAll(client, 'e2e', n, chunk);
+              await submitInChunks(client, 'e2e', n, chunk);
               await allHandled;
               if (worker.counts) {
                 // Done when the node has acknowledged every completion, as BullMQ's 'completed'
