@@ -54,19 +54,26 @@ export function envelope<T extends JobEvent['type']>(
   return { v: ENVELOPE_VERSION, id, type, time, queue, data, meta: { ...meta, node: ctx.node } } as JobEventOf<T>;
 }
 
-async function appendAndApply(ctx: CommandContext, queue: string, jobId: string, expectedSeq: number, event: JobEvent): Promise<JobRecord> {
+/** Appends one event and folds it into this node; resolves with its stream sequence. */
+async function appendAndFold(ctx: CommandContext, queue: string, jobId: string, expectedSeq: number, event: JobEvent): Promise<number> {
   const subject = subjects.job(queue, jobId);
   const appended = await ctx.events.append({ subject, event, expectedSeq });
   if (appended.duplicate) {
-    // The stream already held this event id: what it stored (not this copy) is the truth.
+    // The stream already held this event id (the first send of it, wherever it went): what it
+    // stored, not this copy, is the truth.
     await ctx.tail.waitFor(appended.seq);
   } else {
-    // Read-your-writes without waiting for the tail; the tail's copy is then a no-op.
+    // Read-your-writes without waiting for the tail (which, following, skips its copy).
     ctx.store.apply({ seq: appended.seq, subject, queue, jobId, event });
     ctx.tail.appended(appended.seq);
   }
+  return appended.seq;
+}
+
+async function appendAndApply(ctx: CommandContext, queue: string, jobId: string, expectedSeq: number, event: JobEvent): Promise<JobRecord> {
+  const seq = await appendAndFold(ctx, queue, jobId, expectedSeq, event);
   const record = ctx.store.get(jobId);
-  if (!record) throw new Error(`job ${jobId} missing after its append at ${appended.seq}`);
+  if (!record) throw new Error(`job ${jobId} missing after its append at ${seq}`);
   return record;
 }
 
@@ -90,18 +97,10 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   if (existing) return { record: existing, created: isSubmitOf(existing, event.id) };
   const decision = decideJob(INITIAL_JOB_STATE, event);
   if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: jobId } });
-  const subject = subjects.job(queue, jobId);
   try {
-    const appended = await ctx.events.append({ subject, event, expectedSeq: 0 });
-    if (appended.duplicate) {
-      // Deduplicated by msg id: the first send of this event is the job, wherever it went.
-      await ctx.tail.waitFor(appended.seq);
-    } else {
-      ctx.store.apply({ seq: appended.seq, subject, queue, jobId, event });
-      ctx.tail.appended(appended.seq);
-    }
+    const seq = await appendAndFold(ctx, queue, jobId, 0, event);
     const record = ctx.store.bySubmitEventId(event.id) ?? ctx.store.get(jobId);
-    if (!record) throw new Error(`job ${jobId} missing after its append at ${appended.seq}`);
+    if (!record) throw new Error(`job ${jobId} missing after its append at ${seq}`);
     return { record, created: true };
   } catch (err) {
     if (!(err instanceof AppendConflictError)) throw err;
