@@ -12,10 +12,9 @@ import { parseJson } from './validate.js';
 /** A handler gets the parsed JSON body and returns the reply's fields (without `ok`). */
 export type CommandHandler = (body: unknown, msg: Msg) => Promise<Record<string, unknown>> | Record<string, unknown>;
 
-const encoder = new TextEncoder();
-
+/** Buffer.from for the reason in encodeEnvelope (src/nats/codec.ts). */
 export function replyBytes(value: Record<string, unknown>): Uint8Array {
-  return encoder.encode(JSON.stringify(value));
+  return Buffer.from(JSON.stringify(value));
 }
 
 export function errorReply(err: unknown, log: Logger): Record<string, unknown> {

@@ -4,12 +4,16 @@
  */
 import { ENVELOPE_VERSION, JOB_EVENT_TYPES, type Envelope, type JobEvent } from '../../machines/index.js';
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
 
+/**
+ * Buffer.from, not TextEncoder: on Node 20 TextEncoder.encode allocates every array on its own;
+ * Buffer.from takes small ones from its pool. Stringify and encode of one envelope: 4.4-4.6 µs
+ * against 2.0 µs (`npx tsx bench/encode.ts`), paid on every append.
+ */
 export function encodeEnvelope(env: Envelope): Uint8Array {
-  return encoder.encode(JSON.stringify(env));
+  return Buffer.from(JSON.stringify(env));
 }
 
 export class UndecodableEventError extends Error {
