@@ -5,6 +5,8 @@
  */
 import { connect } from '@nats-io/transport-node';
 import { createInbox, headers as natsHeaders, type NatsConnection, type MsgHdrs } from '@nats-io/nats-core';
+import { startNatsServer } from '../../test/support/nats-server.js';
+import { measured, type Measurement } from './harness.js';
 import { jetstream, jetstreamManager, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 
 export const LOG_STREAM = 'DOCKET';
@@ -83,6 +85,31 @@ export function leanAppend(nc: NatsConnection, n: number, window: number, item: 
     if (n === 0) return resolve();
     while (sent < Math.min(window, n)) send();
   });
+}
+
+/**
+ * The ceiling of a bulk submit of `n` jobs: the same number of appends, one per job as docket
+ * makes them (a job.submitted envelope of the workload's params on a new job subject, a unique
+ * `Nats-Msg-Id`, expected sequence 0), on the lean path alone, `window` in flight, into a fresh
+ * nats-server. No docket code runs: a bulk submit cannot go faster than its appends do.
+ */
+export async function leanAppendCeiling(n: number, window: number, envelope: (i: number) => { subject: string; event: { id: string } }): Promise<Measurement> {
+  const server = await startNatsServer();
+  const nc = await connectBench(server.url, 'bench-ceiling');
+  try {
+    await freshStream(nc);
+    const encoder = new TextEncoder();
+    const m = await measured({ bench: process.pid, nats: server.process.pid! }, () =>
+      leanAppend(nc, n, window, (i) => {
+        const { subject, event } = envelope(i);
+        return { subject, payload: encoder.encode(JSON.stringify(event)), headers: appendHeaders(event.id, 0) };
+      }),
+    );
+    return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { appends: n, in_flight: window } };
+  } finally {
+    await nc.close();
+    await server.stop();
+  }
 }
 
 /** Docket's append headers: dedupe by event id, and "this subject is new" (expected sequence 0). */
