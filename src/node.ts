@@ -92,15 +92,31 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   const name = toNodeToken(options.nodeName ?? `${hostname()}-${process.pid}`);
   // Components log through children of `root`, so each line names one component.
   const root = (options.logger ?? silentLogger).child({ node: name });
-  const log = root.child({ component: 'node' });
-  const clock = options.clock ?? systemClock;
-  const ownsConnection = options.nc === undefined;
   if (options.appendNc !== undefined && !(options.appendNc as { options?: { noEcho?: boolean } }).options?.noEcho) {
     // It would hear its own appends as another writer's and never stop following.
     throw new InvalidRequestError('appendNc must be a connection opened with noEcho: true');
   }
+  const undo: Undo[] = [];
+  try {
+    return await openNode(options, name, root, undo);
+  } catch (err) {
+    // A start that fails half way leaves nothing open: a caller that retries would pile up
+    // connections, and their timers and subscriptions, on every attempt.
+    for (const step of undo.reverse()) await Promise.resolve().then(step).catch(() => undefined);
+    throw err;
+  }
+}
+
+/** Stops what a failed start had opened (the node's `close()` does it in order once serving). */
+type Undo = () => unknown;
+
+async function openNode(options: DocketOptions, name: string, root: Logger, undo: Undo[]): Promise<DocketNode> {
+  const log = root.child({ component: 'node' });
+  const clock = options.clock ?? systemClock;
+  const ownsConnection = options.nc === undefined;
   const servers = options.servers === undefined ? {} : { servers: options.servers };
   const nc = options.nc ?? (await connectNats({ ...servers, name: `docket-${name}` }));
+  if (ownsConnection) undo.push(() => nc.close());
 
   log.debug('connected');
   const jsm = await ensureStream(nc, options.replicas === undefined ? {} : { replicas: options.replicas });
@@ -136,15 +152,18 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   const appendNc = ownsConnection
     ? await connectNats({ ...servers, name: `docket-${name}-appends`, noEcho: true })
     : (options.appendNc ?? nc);
+  if (ownsConnection) undo.push(() => appendNc.close());
   const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq, appendNc === nc ? {} : { ...options.tail, appendConnection: appendNc, ownNode: name });
   const started = Date.now();
   log.debug({ fromSeq, lastSeqAtStart }, 'folding the log');
+  undo.push(() => tail.stop());
   await tail.start();
   log.debug({ position: tail.position }, 'tail started');
   await tail.waitForEnd(lastSeqAtStart);
   log.info({ events: lastSeqAtStart - fromSeq + 1, ms: Date.now() - started, jobs: store.size }, 'log folded');
 
   const events = new EventStore(appendNc);
+  undo.push(() => events.close());
   const catchUp = async (): Promise<void> => {
     const { state } = await jsm.streams.info(STREAM);
     let timer: NodeJS.Timeout | undefined;
@@ -215,10 +234,12 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     }
   }, 1000);
   checkpointTimer.unref();
+  undo.push(() => clearInterval(checkpointTimer));
   if (checkpointFile && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
 
   // Leader-only reactors: the queue's dispatcher, its leases and its retries.
   const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1);
+  undo.push(() => leadership.stop());
   await leadership.start();
   const isLeader = (queue: string) => leadership.isLeader(queue);
   const leases = new LeaseKeeper(context, isLeader, clock, root.child({ component: 'leases' }));
@@ -229,6 +250,10 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
   queueOrder.onReady((queue) => dispatchers.get(queue)?.pump());
   const unsubscribeClock = clock.onChange?.(() => {
     for (const dispatcher of dispatchers.values()) dispatcher.pump();
+  });
+  undo.push(() => unsubscribeClock?.());
+  undo.push(() => {
+    for (const dispatcher of dispatchers.values()) dispatcher.stop();
   });
   leadership.onChange((queue, leading) => {
     if (leading) {
@@ -248,9 +273,12 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     if (change.before === undefined) leadership.watch(change.after.queue);
   });
   leases.start();
+  undo.push(() => leases.stop());
   const work = new WorkService(nc, context, leadership, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }));
 
+  undo.push(() => commands.stop());
   await commands.start();
+  undo.push(() => work.stop());
   await work.start();
   log.info({ stream: STREAM, seq: tail.position }, 'serving');
 

@@ -5,7 +5,7 @@
  * the tail. A property runs random command sequences (with concurrent groups, so acks and the
  * tail interleave differently) and compares the live node with a fresh one.
  */
-import { copyFile, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -22,7 +22,7 @@ import { envelope, transitionJob } from '../../src/commands/handle-command.js';
 import { DocketError } from '../../src/errors.js';
 import type { Logger } from '../../src/logger.js';
 import { subjects } from '../../src/nats/subjects.js';
-import type { DocketNode } from '../../src/node.js';
+import { startNode, type DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { captureProjections, caughtUp, lastSeq, openResources, startTrackedNode, uniqueQueue, type KeyRef, closeTestFile, connectTestClients } from '../support/docket.js';
 
@@ -151,6 +151,21 @@ describe('replay equals live', () => {
       }
     }
     expect(failures).toEqual([]);
+  });
+
+  test('a start that fails after connecting leaves no connection or consumer behind', async ({ task }) => {
+    const writer = await startTrackedNode(server, { clock, nodeName: 'writes-first' });
+    await client.submit({ queue: uniqueQueue(task.name) }).finally(() => writer.close());
+    // The first checkpoint is written before serving; under a regular file it cannot be.
+    const dir = await mkdtemp(join(tmpdir(), 'docket-failed-start-'));
+    dirs.push(dir);
+    await writeFile(join(dir, 'not-a-dir'), '');
+    const consumersBefore = (await jsm.consumers.list('DOCKET').next()).length;
+    const started = startNode({ servers: server.url, nodeName: 'fails', clock, dataDir: join(dir, 'not-a-dir', 'data'), checkpointEveryEvents: 1 });
+    await expect(started).rejects.toMatchObject({ code: 'ENOTDIR' });
+    const connz = (await (await fetch(`http://127.0.0.1:${server.monitorPort}/connz?limit=1024`)).json()) as { connections?: { name?: string }[] };
+    expect((connz.connections ?? []).map((c) => c.name).filter((n) => n?.startsWith('docket-fails'))).toEqual([]);
+    expect((await jsm.consumers.list('DOCKET').next()).length).toBe(consumersBefore);
   });
 
   test('a new node on the same stream (no dataDir) folds the log to exactly the live projections', async ({ task }) => {
