@@ -15,7 +15,8 @@
  * subscription is closed (the consumer brings the other writers' events, and hearing them twice
  * would cost a message each); other writers show there as events of another node. The tail goes
  * solo at a check when none was seen for `soloAfterMs`, after opening the subscription and seeing
- * the position reach the stream's last sequence.
+ * the position reach the stream's last sequence. The first check runs once the log's past is
+ * folded, the rest every `checkEveryMs`.
  */
 import { DeliverPolicy, jetstream, jetstreamManager, type Consumer, type ConsumerMessages, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
@@ -103,6 +104,10 @@ export class LogTail {
       this.checker.unref();
     }
     await this.startConsumer();
+    // A node that starts alone need not follow until the first period has passed: look as soon
+    // as the log's past is folded (a freshly started node taking a bulk submit spent its first
+    // second following).
+    if (this.options.appendConnection) void this.waitFor(this.liveFrom).then(() => this.check());
   }
 
   /** This node appended and applied the event at `seq` (from its ack). */

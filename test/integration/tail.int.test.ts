@@ -125,6 +125,17 @@ describe('the log tail while this node is the only writer', () => {
     await vi.waitFor(() => expect(a.store.get('hiddencheck00000000000000000000001')?.seq).toBe(hidden));
   });
 
+  test('a node that starts while nobody else writes stops following once the log is folded, not a check period later', async () => {
+    await callNode(b, 'submit', { queue: uniqueQueue('solo at start'), params: {} });
+    const c = await startTrackedNode(server, { nodeName: 'tail-start', tail: MANUAL_CHECKS });
+    try {
+      await vi.waitFor(() => expect(c.tail.following).toBe(false));
+      expect(c.tail.position).toBe(await lastSeq(jsm));
+    } finally {
+      await c.close();
+    }
+  });
+
   test("another node's event since start keeps a following tail following for soloAfterMs; the log's past does not", async () => {
     const queue = uniqueQueue('solo window');
     const window = { soloAfterMs: 60_000, checkEveryMs: 3_600_000 };
