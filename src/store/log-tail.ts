@@ -230,11 +230,20 @@ export class LogTail {
    */
   async waitForEnd(endSeq: number): Promise<void> {
     const jsm = this.jsm ?? (await jetstreamManager(this.nc));
-    while (this.position < endSeq) {
+    while (this.position < endSeq && !this.stopped) {
       await this.waitAtMost(endSeq, END_PROBE_MS);
       if (this.position >= endSeq) return;
       const from = this.position + 1;
-      const next = await jsm.direct.getMessage(STREAM, { seq: from, next_by_subj: EVENT_SUBJECTS }).catch(() => null);
+      let next;
+      try {
+        // null only when the stream holds no such message.
+        next = await jsm.direct.getMessage(STREAM, { seq: from, next_by_subj: EVENT_SUBJECTS });
+      } catch (err) {
+        // Not an answer (a timeout, a stream without direct get): events may still be stored
+        // there, so skipping to endSeq could lose them. Keep folding and ask again.
+        this.log.warn({ err, from, endSeq }, 'cannot look ahead in the stream; waiting for the tail');
+        continue;
+      }
       if (next === null || next.seq > endSeq) {
         // Nothing stored in (position, endSeq]: whatever is in flight to us is past endSeq.
         if (this.position < endSeq) {

@@ -6,8 +6,10 @@
  * periodic check is run by hand here (checkEveryMs is an hour), so each test sees the one signal
  * it is about: only the test of waiting calls `tail.waitFor`, which starts the consumer by itself.
  */
-import type { JetStreamManager } from '@nats-io/jetstream';
+import { jetstreamManager, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { envelope } from '../../src/commands/handle-command.js';
@@ -17,6 +19,8 @@ import type { DocketNode } from '../../src/node.js';
 import { connect } from '@nats-io/transport-node';
 import { startNode } from '../../src/node.js';
 import { STREAM } from '../../src/nats/subjects.js';
+import { JobStore } from '../../src/store/job-store.js';
+import { LogTail } from '../../src/store/log-tail.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { callNode, captureProjections, closeTestFile, lastSeq, openResources, startTrackedNode, startTwoNodes, uniqueQueue } from '../support/docket.js';
 
@@ -188,6 +192,47 @@ describe('the log tail while this node is the only writer', () => {
       await (restarted ?? own).stop();
     }
   }, 60_000);
+
+  test('a stream that cannot answer the look-ahead (no direct get) makes the fold wait, never skip', async () => {
+    const own = await startNatsServer();
+    const ownNc = await connect({ servers: own.url });
+    try {
+      // An operator-made DOCKET without allow_direct: docket uses it as it is.
+      await (await jetstreamManager(ownNc)).streams.add({ name: STREAM, subjects: ['docket.evt.>'], storage: StorageType.File, allow_direct: false });
+      const writer = await startTrackedNode(own, { nodeName: 'tail-nodirect-writer' });
+      const queue = uniqueQueue('no direct get');
+      try {
+        for (let n = 0; n < 3; n++) expect((await callNode(writer, 'submit', { queue, params: { n } })).ok).toBe(true);
+      } finally {
+        await writer.close();
+      }
+      const end = (await (await jetstreamManager(ownNc)).streams.info(STREAM)).state.last_seq;
+      let lookedAhead!: () => void;
+      const lookAheadFailed = new Promise<void>((resolve) => (lookedAhead = resolve));
+      const lines = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          if (chunk.toString().includes('cannot look ahead')) lookedAhead();
+          done();
+        },
+      });
+      const store = new JobStore();
+      const tail = new LogTail(ownNc, store, pino({ level: 'warn' }, lines), 1);
+      try {
+        // Nothing folds until the consumer starts, so the look-ahead runs, and fails.
+        const folded = tail.waitForEnd(end);
+        await Promise.race([lookAheadFailed, folded]);
+        await tail.start();
+        await folded;
+        expect(tail.position).toBe(end);
+        expect([...store.values()].filter((r) => r.queue === queue)).toHaveLength(3);
+      } finally {
+        await tail.stop();
+      }
+    } finally {
+      await ownNc.close();
+      await own.stop();
+    }
+  });
 
   test('a given appendNc must be opened with noEcho (invalid_request), or the node would never go solo', async () => {
     const shared = await connect({ servers: server.url });
