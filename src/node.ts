@@ -101,10 +101,22 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
     return await openNode(options, name, root, undo);
   } catch (err) {
     // A start that fails half way leaves nothing open: a caller that retries would pile up
-    // connections, and their timers and subscriptions, on every attempt.
-    for (const step of undo.reverse()) await Promise.resolve().then(step).catch(() => undefined);
+    // connections, and their timers and subscriptions, on every attempt. Each step is bounded:
+    // on a dead connection a stop may wait for something that never comes, and the caller
+    // must still get its error.
+    for (const step of undo.reverse()) await withinMs(UNDO_STEP_MAX_MS, Promise.resolve().then(step).catch(() => undefined));
     throw err;
   }
+}
+
+/** How long one undo step of a failed start may take before the next one runs. */
+const UNDO_STEP_MAX_MS = 5_000;
+
+/** Waits for `work`, for at most `ms`. */
+async function withinMs(ms: number, work: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms).unref()))]);
+  clearTimeout(timer);
 }
 
 /** Stops what a failed start had opened (the node's `close()` does it in order once serving). */
@@ -166,10 +178,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   undo.push(() => events.close());
   const catchUp = async (): Promise<void> => {
     const { state } = await jsm.streams.info(STREAM);
-    let timer: NodeJS.Timeout | undefined;
     // Bounded all the same: a command should not wait long on a slow tail.
-    await Promise.race([tail.waitForEnd(state.last_seq), new Promise<void>((resolve) => (timer = setTimeout(resolve, CATCH_UP_MAX_MS)))]);
-    clearTimeout(timer);
+    await withinMs(CATCH_UP_MAX_MS, tail.waitForEnd(state.last_seq));
   };
   const context: CommandContext = { store, tail, events, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp };
   const queries: QueryContext = { store, progress, queueIndex };

@@ -14,7 +14,7 @@ import { test as fcTest } from '@fast-check/vitest';
 import { jetstream, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import type { JobEvent } from '../../machines/index.js';
 import type { Client } from '../../src/client/client.js';
 import { ManualClock } from '../../src/clock.js';
@@ -160,12 +160,19 @@ describe('replay equals live', () => {
     const dir = await mkdtemp(join(tmpdir(), 'docket-failed-start-'));
     dirs.push(dir);
     await writeFile(join(dir, 'not-a-dir'), '');
-    const consumersBefore = (await jsm.consumers.list('DOCKET').next()).length;
-    const started = startNode({ servers: server.url, nodeName: 'fails', clock, dataDir: join(dir, 'not-a-dir', 'data'), checkpointEveryEvents: 1 });
-    await expect(started).rejects.toMatchObject({ code: 'ENOTDIR' });
-    const connz = (await (await fetch(`http://127.0.0.1:${server.monitorPort}/connz?limit=1024`)).json()) as { connections?: { name?: string }[] };
-    expect((connz.connections ?? []).map((c) => c.name).filter((n) => n?.startsWith('docket-fails'))).toEqual([]);
-    expect((await jsm.consumers.list('DOCKET').next()).length).toBe(consumersBefore);
+    const dataDir = join(dir, 'not-a-dir', 'data');
+    const consumers = async (): Promise<number> => (await jsm.consumers.list('DOCKET').next()).length;
+    const consumersBefore = await consumers();
+    // Its own connections: closed (the server may take a moment to drop them from connz).
+    await expect(startNode({ servers: server.url, nodeName: 'fails', clock, dataDir, checkpointEveryEvents: 1 })).rejects.toMatchObject({ code: 'ENOTDIR' });
+    await vi.waitFor(async () => {
+      const connz = (await (await fetch(`http://127.0.0.1:${server.monitorPort}/connz?limit=1024`)).json()) as { connections?: { name?: string }[] };
+      expect((connz.connections ?? []).map((c) => c.name).filter((n) => n?.startsWith('docket-fails'))).toEqual([]);
+    });
+    // Given a connection (left open), its tail follows the stream: the consumer is deleted.
+    await expect(startNode({ nc, nodeName: 'fails-on-nc', clock, dataDir, checkpointEveryEvents: 1 })).rejects.toMatchObject({ code: 'ENOTDIR' });
+    expect(await consumers()).toBe(consumersBefore);
+    expect(nc.isClosed()).toBe(false);
   });
 
   test('a new node on the same stream (no dataDir) folds the log to exactly the live projections', async ({ task }) => {
