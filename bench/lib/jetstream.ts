@@ -98,11 +98,10 @@ export async function leanAppendCeiling(n: number, window: number, envelope: (i:
   const nc = await connectBench(server.url, 'bench-ceiling');
   try {
     await freshStream(nc);
-    const encoder = new TextEncoder();
     const m = await measured({ bench: process.pid, nats: server.process.pid! }, () =>
       leanAppend(nc, n, window, (i) => {
         const { subject, event } = envelope(i);
-        return { subject, payload: encoder.encode(JSON.stringify(event)), headers: appendHeaders(event.id, 0) };
+        return { subject, payload: envelopeBytes(event), headers: appendHeaders(event.id, 0) };
       }),
     );
     return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { appends: n, in_flight: window } };
@@ -112,12 +111,18 @@ export async function leanAppendCeiling(n: number, window: number, envelope: (i:
   }
 }
 
-/** Docket's append headers: dedupe by event id, and "this subject is new" (expected sequence 0). */
+/** Docket's append headers, as src/store/event-store.ts sends them: dedupe by event id, the subject's expected last sequence, the stream. */
 export function appendHeaders(msgId: string, expectedSeq: number): MsgHdrs {
   const h = natsHeaders();
-  h.set('Nats-Msg-Id', msgId);
-  h.set('Nats-Expected-Last-Subject-Sequence', String(expectedSeq));
+  h.append('Nats-Msg-Id', msgId);
+  h.append('Nats-Expected-Last-Subject-Sequence', String(expectedSeq));
+  h.append('Nats-Expected-Stream', LOG_STREAM);
   return h;
+}
+
+/** An envelope's bytes as docket encodes them (src/nats/codec.ts: Buffer.from, see bench/encode.ts). */
+export function envelopeBytes(event: unknown): Uint8Array {
+  return Buffer.from(JSON.stringify(event));
 }
 
 /**
