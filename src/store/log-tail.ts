@@ -225,7 +225,7 @@ export class LogTail {
    * Resolves once everything up to `endSeq` (a stream last sequence read earlier) is folded.
    * Messages up to it may have been deleted (a purge), and then no message carries that
    * sequence; the consumer's pending count is no help (nats-server 2.9 reports it inexactly).
-   * So while waiting, ask the stream directly for the next stored message after our position:
+   * So while waiting, ask the stream's leader for the next stored message after our position:
    * if there is none up to endSeq, the rest was deleted and the position moves to endSeq.
    */
   async waitForEnd(endSeq: number): Promise<void> {
@@ -234,10 +234,14 @@ export class LogTail {
       await this.waitAtMost(endSeq, END_PROBE_MS);
       if (this.position >= endSeq) return;
       const from = this.position + 1;
+      // The stream leader answers (STREAM.MSG.GET), not any replica as DIRECT.GET would: on a
+      // replicated stream a follower that has not stored the newest messages yet says "none",
+      // and the fold would skip them. 2.9 takes next_by_subj there though nats.js's type omits it.
+      const query = { seq: from, next_by_subj: EVENT_SUBJECTS };
       let next;
       try {
         // null only when the stream holds no such message.
-        next = await jsm.direct.getMessage(STREAM, { seq: from, next_by_subj: EVENT_SUBJECTS });
+        next = await jsm.streams.getMessage(STREAM, query);
       } catch (err) {
         // Not an answer (a timeout, a stream without direct get): events may still be stored
         // there, so skipping to endSeq could lose them. Keep folding and ask again.

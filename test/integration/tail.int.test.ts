@@ -193,14 +193,14 @@ describe('the log tail while this node is the only writer', () => {
     }
   }, 60_000);
 
-  test('a stream that cannot answer the look-ahead (no direct get) makes the fold wait, never skip', async () => {
+  test('a fold that looks ahead before its consumer delivers waits for it, never skips (also without direct get)', async () => {
     const own = await startNatsServer();
     const ownNc = await connect({ servers: own.url });
     try {
       // An operator-made DOCKET without allow_direct: docket uses it as it is.
       await (await jetstreamManager(ownNc)).streams.add({ name: STREAM, subjects: ['docket.evt.>'], storage: StorageType.File, allow_direct: false });
-      const writer = await startTrackedNode(own, { nodeName: 'tail-nodirect-writer' });
-      const queue = uniqueQueue('no direct get');
+      const writer = await startTrackedNode(own, { nodeName: 'tail-lookahead-writer' });
+      const queue = uniqueQueue('look ahead');
       try {
         for (let n = 0; n < 3; n++) expect((await callNode(writer, 'submit', { queue, params: { n } })).ok).toBe(true);
       } finally {
@@ -208,19 +208,19 @@ describe('the log tail while this node is the only writer', () => {
       }
       const end = (await (await jetstreamManager(ownNc)).streams.info(STREAM)).state.last_seq;
       let lookedAhead!: () => void;
-      const lookAheadFailed = new Promise<void>((resolve) => (lookedAhead = resolve));
+      const lookAhead = new Promise<void>((resolve) => (lookedAhead = resolve));
       const lines = new Writable({
         write(chunk: Buffer, _encoding, done) {
-          if (chunk.toString().includes('cannot look ahead')) lookedAhead();
+          if (/still folding|cannot look ahead/.test(chunk.toString())) lookedAhead();
           done();
         },
       });
       const store = new JobStore();
-      const tail = new LogTail(ownNc, store, pino({ level: 'warn' }, lines), 1);
+      const tail = new LogTail(ownNc, store, pino({ level: 'debug' }, lines), 1);
       try {
-        // Nothing folds until the consumer starts, so the look-ahead runs, and fails.
+        // Nothing folds until the consumer starts, so the look-ahead runs first.
         const folded = tail.waitForEnd(end);
-        await Promise.race([lookAheadFailed, folded]);
+        await Promise.race([lookAhead, folded]);
         await tail.start();
         await folded;
         expect(tail.position).toBe(end);
