@@ -129,10 +129,28 @@ export class LogTail {
       opt_start_seq: this.position + 1,
     });
     this.consumer = consumer;
-    this.messages = await consumer.consume({
+    const messages = await consumer.consume({
       max_messages: 10_000,
       callback: (msg) => this.applyMessage(msg.seq, msg.subject, msg.data),
     });
+    this.messages = messages;
+    void messages.closed().then((err) => this.consumerEnded(messages, err));
+  }
+
+  /**
+   * nats.js ends a consume for good on some errors (a 400, a failed subscription, or too many
+   * failed re-creates in a long outage). A tail still following such a consumer would stop
+   * folding other writers' events without a word, and waiters would wait forever: start it
+   * again from the position.
+   */
+  private consumerEnded(messages: ConsumerMessages, err: void | Error): void {
+    // Stopped on purpose (going solo, or stop()): stopConsumer unset it first.
+    if (this.stopped || this.messages !== messages) return;
+    this.log.warn({ err, position: this.position }, 'the stream consumer ended; starting it again');
+    this.messages = undefined;
+    this.consumer = undefined;
+    this.mode = 'solo';
+    this.follow('the consumer ended');
   }
 
   /** Stops the consumer and deletes it on the server (best effort). */

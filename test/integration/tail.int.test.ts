@@ -234,6 +234,22 @@ describe('the log tail while this node is the only writer', () => {
     }
   });
 
+  test('a consumer that nats.js gives up on is started again from the position', async () => {
+    const never = { soloAfterMs: Number.POSITIVE_INFINITY, checkEveryMs: 3_600_000 };
+    const c = await startTrackedNode(server, { nodeName: 'tail-ended', tail: never });
+    try {
+      // nats.js ends a consume for good on a 400 or after a long outage; stopping its iterator
+      // stands in for that (the tail holds it privately).
+      (c.tail as unknown as { messages: { stop(): void } }).messages.stop();
+      const reply = await callNode(b, 'submit', { queue: uniqueQueue('consumer ended'), params: {} });
+      const jobId = (reply as unknown as { job_id: string }).job_id;
+      await vi.waitFor(() => expect(c.store.get(jobId)?.state.job.value).toBe('queued'), { timeout: 5_000 });
+      expect(c.tail.following).toBe(true);
+    } finally {
+      await c.close();
+    }
+  });
+
   test('a given appendNc must be opened with noEcho (invalid_request), or the node would never go solo', async () => {
     const shared = await connect({ servers: server.url });
     const echoing = await connect({ servers: server.url });
