@@ -65,6 +65,8 @@ export class EventStore {
   private readonly inbox: string;
   private readonly sub: Subscription;
   private readonly pending = new Map<number, Pending>();
+  /** Appends between a failed attempt and their next send. */
+  private readonly backingOff = new Map<NodeJS.Timeout, Pending>();
   private nextToken = 1;
   private readonly sweeper: NodeJS.Timeout;
   private readonly ackTimeoutMs: number;
@@ -94,6 +96,12 @@ export class EventStore {
     clearInterval(this.sweeper);
     for (const p of this.pending.values()) p.reject(new UnavailableError('event store closed'));
     this.pending.clear();
+    // Appends waiting to be sent again: never sent after close, and answered.
+    for (const [timer, p] of this.backingOff) {
+      clearTimeout(timer);
+      p.reject(new UnavailableError('event store closed'));
+    }
+    this.backingOff.clear();
     this.sub.unsubscribe();
   }
 
@@ -133,15 +141,21 @@ export class EventStore {
       return;
     }
     if (ack.error) {
-      if (ack.error.err_code === WRONG_LAST_SEQUENCE) {
-        const actual = Number(/(\d+)\s*$/.exec(ack.error.description ?? '')?.[1] ?? NaN);
+      const actual = Number(/(\d+)\s*$/.exec(ack.error.description ?? '')?.[1] ?? NaN);
+      if (ack.error.err_code === WRONG_LAST_SEQUENCE && Number.isFinite(actual)) {
         pending.reject(new AppendConflictError(pending.request.subject, pending.request.expectedSeq, actual));
       } else {
         pending.reject(new UnavailableError(`append refused: ${ack.error.description ?? 'unknown error'}`, { details: { ...ack.error } }));
       }
       return;
     }
-    pending.resolve({ seq: ack.seq ?? 0, duplicate: ack.duplicate === true });
+    if (!(typeof ack.seq === 'number' && ack.seq > 0)) {
+      // Newer servers answer a resend whose original is still being stored with seq 0: that
+      // names no event to wait for. Ask again; the same msg id keeps it one event.
+      this.retryOrFail(pending, 'ack without a sequence');
+      return;
+    }
+    pending.resolve({ seq: ack.seq, duplicate: ack.duplicate === true });
   }
 
   private retryOrFail(pending: Pending, why: string): void {
@@ -150,7 +164,12 @@ export class EventStore {
       return;
     }
     // The same msg id makes a resend safe: if the first publish was stored, this is a duplicate.
-    setTimeout(() => this.send(pending), Math.min(1000, 50 * 2 ** pending.attempts)).unref();
+    const timer = setTimeout(() => {
+      this.backingOff.delete(timer);
+      this.send(pending);
+    }, Math.min(1000, 50 * 2 ** pending.attempts));
+    timer.unref();
+    this.backingOff.set(timer, pending);
   }
 
   private sweep(): void {

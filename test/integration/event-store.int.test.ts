@@ -1,0 +1,39 @@
+/**
+ * The event store's own edges, on a real nats-server: what happens to an append while no stream
+ * answers (a stream not created yet, a leader election), and when the store closes meanwhile.
+ */
+import type { NatsConnection } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, beforeAll, expect, test, vi } from 'vitest';
+import { ENVELOPE_VERSION, type JobEvent } from '../../machines/index.js';
+import { EventStore } from '../../src/store/event-store.js';
+import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+
+let server: TestNatsServer;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+});
+
+afterAll(async () => {
+  await nc.close();
+  await server.stop();
+});
+
+const event: JobEvent = {
+  v: ENVELOPE_VERSION, id: 'eevents0001', type: 'job.cancelled', time: new Date(0).toISOString(), queue: 'q',
+  data: { reason: null }, meta: { node: 'test' },
+};
+
+test('an append waiting to be sent again when the store closes is answered unavailable, and never sent', async () => {
+  // No DOCKET on this server: every publish gets "no responders", and the append backs off.
+  const store = new EventStore(nc, { maxAttempts: 100 });
+  const appended = store.append({ subject: 'docket.evt.job.q.j1', event, expectedSeq: 0 });
+  const waiting = (): number => (store as unknown as { backingOff: Map<unknown, unknown> }).backingOff.size;
+  await vi.waitFor(() => expect(waiting()).toBe(1));
+  await store.close();
+  await expect(appended).rejects.toMatchObject({ code: 'unavailable', message: 'event store closed' });
+  expect(waiting()).toBe(0);
+});
