@@ -102,12 +102,29 @@ export class Retrier {
     for (const record of records) if (record.queue === queue && this.needsRetry(record)) void this.retry(record);
   }
 
-  private async retry(record: JobRecord): Promise<void> {
+  private async retry(record: JobRecord, tries = 0): Promise<void> {
     try {
       const { record: retry, created } = await createRetry(this.ctx, record, { manual: false });
       if (created) this.log.info({ queue: record.queue, jobId: record.jobId, retryId: retry.jobId, attempt: retry.state.job.context.attempt }, 'retry created');
     } catch (err) {
-      this.log.error({ err, queue: record.queue, jobId: record.jobId }, 'retry not created');
+      if (err instanceof InvalidTransitionError) {
+        // A decision, not a failure: the job is no longer one to retry.
+        this.log.warn({ err, queue: record.queue, jobId: record.jobId }, 'retry not created');
+        return;
+      }
+      // The append failed (NATS unavailable, the stream refusing): nothing else would ask again
+      // until leadership changes, so try again, for as long as this node leads the queue and
+      // the job still lacks its retry.
+      const againInMs = Math.min(RETRY_AGAIN_MAX_MS, RETRY_AGAIN_MS * 2 ** tries);
+      this.log.error({ err, queue: record.queue, jobId: record.jobId, againInMs }, 'retry not created; trying again');
+      setTimeout(() => {
+        const current = this.ctx.store.get(record.jobId);
+        if (current && this.isLeader(current.queue) && this.needsRetry(current)) void this.retry(current, tries + 1);
+      }, againInMs).unref();
     }
   }
 }
+
+/** After a failed append, the first wait before creating a retry again; it doubles up to the max. */
+const RETRY_AGAIN_MS = 1_000;
+const RETRY_AGAIN_MAX_MS = 30_000;
