@@ -27,6 +27,13 @@ import type { JobStore } from './job-store.js';
 
 /** How long the tail waits for a message before asking the stream whether one is coming. */
 const END_PROBE_MS = 500;
+/** A consumer that ended within this long of its start is restarted after a growing delay. */
+const CONSUMER_SHORT_LIFE_MS = 10_000;
+const CONSUMER_RESTART_MAX_MS = 30_000;
+
+function nextRestartDelay(previousMs: number): number {
+  return Math.min(CONSUMER_RESTART_MAX_MS, Math.max(1_000, previousMs * 2));
+}
 
 export interface LogTailOptions {
   /**
@@ -70,6 +77,8 @@ export class LogTail {
   /** The stream's last sequence at the previous check: the position should pass it by the next. */
   private lastSeqAtCheck = 0;
   private switching: Promise<void> = Promise.resolve();
+  /** The wait before the last restart of an ended consumer (0: it had lived long). */
+  private restartDelayMs = 0;
   private checker: NodeJS.Timeout | undefined;
   private checking = false;
   private hints: Subscription | undefined;
@@ -134,23 +143,46 @@ export class LogTail {
       callback: (msg) => this.applyMessage(msg.seq, msg.subject, msg.data),
     });
     this.messages = messages;
-    void messages.closed().then((err) => this.consumerEnded(messages, err));
+    const startedAt = Date.now();
+    void messages.closed().then((err) => this.consumerEnded(messages, startedAt, err));
   }
 
   /**
    * nats.js ends a consume for good on some errors (a 400, a failed subscription, or too many
    * failed re-creates in a long outage). A tail still following such a consumer would stop
    * folding other writers' events without a word, and waiters would wait forever: start it
-   * again from the position.
+   * again from the position. Mode and hints stay as they are, so a check going solo meanwhile
+   * still decides on what it heard.
    */
-  private consumerEnded(messages: ConsumerMessages, err: void | Error): void {
-    // Stopped on purpose (going solo, or stop()): stopConsumer unset it first.
-    if (this.stopped || this.messages !== messages) return;
-    this.log.warn({ err, position: this.position }, 'the stream consumer ended; starting it again');
+  private consumerEnded(messages: ConsumerMessages, startedAt: number, err: void | Error): void {
+    // Stopped on purpose (going solo, or stop()): stopConsumer unset it first. A closed
+    // connection (a caller's nc closed before the node) has nothing to restart on.
+    if (this.stopped || this.messages !== messages || this.nc.isClosed()) return;
+    const { consumer } = this;
     this.messages = undefined;
     this.consumer = undefined;
-    this.mode = 'solo';
-    this.follow('the consumer ended');
+    void consumer?.delete().catch(() => false);
+    // One that ended soon after it started may end again at once: do not hammer the server.
+    this.restartDelayMs = Date.now() - startedAt < CONSUMER_SHORT_LIFE_MS ? nextRestartDelay(this.restartDelayMs) : 0;
+    this.log.warn({ err, position: this.position, inMs: this.restartDelayMs }, 'the stream consumer ended; starting it again');
+    this.restartConsumer(this.restartDelayMs);
+  }
+
+  private restartConsumer(delayMs: number): void {
+    const restart = (): void => {
+      this.switching = this.switching
+        .then(async () => {
+          // Gone solo meanwhile (a check), stopped, or already running again: nothing to do.
+          if (this.stopped || this.mode !== 'following' || this.messages || this.nc.isClosed()) return;
+          await this.startConsumer();
+        })
+        .catch((err: unknown) => {
+          this.log.error({ err }, 'cannot start the stream consumer again; retrying');
+          this.restartConsumer(nextRestartDelay(delayMs));
+        });
+    };
+    if (delayMs > 0) setTimeout(restart, delayMs).unref();
+    else restart();
   }
 
   /** Stops the consumer and deletes it on the server (best effort). */
