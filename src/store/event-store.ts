@@ -65,6 +65,7 @@ export class EventStore {
   private readonly inbox: string;
   private readonly sub: Subscription;
   private readonly pending = new Map<number, Pending>();
+  private closed = false;
   /** Appends between a failed attempt and their next send. */
   private readonly backingOff = new Map<NodeJS.Timeout, Pending>();
   private nextToken = 1;
@@ -86,6 +87,8 @@ export class EventStore {
 
   /** Appends one event. Resolves with its stream sequence; rejects with AppendConflictError or UnavailableError. */
   append(request: AppendRequest): Promise<Appended> {
+    // A command still in flight when the node closes: its ack could never arrive.
+    if (this.closed) return Promise.reject(new UnavailableError('event store closed'));
     return new Promise<Appended>((resolve, reject) => {
       const pending: Pending = { request, payload: encodeEnvelope(request.event), resolve, reject, sentAt: 0, attempts: 0 };
       this.send(pending);
@@ -93,6 +96,7 @@ export class EventStore {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     clearInterval(this.sweeper);
     for (const p of this.pending.values()) p.reject(new UnavailableError('event store closed'));
     this.pending.clear();

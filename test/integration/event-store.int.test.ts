@@ -27,7 +27,7 @@ const event: JobEvent = {
   data: { reason: null }, meta: { node: 'test' },
 };
 
-test('an append waiting to be sent again when the store closes is answered unavailable, and never sent', async () => {
+test('appends waiting to be sent again when the store closes, or asked for after, are answered unavailable', async () => {
   // No DOCKET on this server: every publish gets "no responders", and the append backs off.
   const store = new EventStore(nc, { maxAttempts: 100 });
   const appended = store.append({ subject: 'docket.evt.job.q.j1', event, expectedSeq: 0 });
@@ -36,4 +36,6 @@ test('an append waiting to be sent again when the store closes is answered unava
   await store.close();
   await expect(appended).rejects.toMatchObject({ code: 'unavailable', message: 'event store closed' });
   expect(waiting()).toBe(0);
+  // And one asked for after the close is answered at once, not left waiting for an ack.
+  await expect(store.append({ subject: 'docket.evt.job.q.j2', event, expectedSeq: 0 })).rejects.toMatchObject({ code: 'unavailable', message: 'event store closed' });
 });
