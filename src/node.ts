@@ -276,6 +276,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       dispatchers.get(queue)?.stop();
       dispatchers.delete(queue);
       leases.drop(queue);
+      retrier.drop(queue);
     }
   });
   for (const queue of queueIndex.queues()) leadership.watch(queue);

@@ -76,6 +76,9 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
 }
 
 export class Retrier {
+  /** Jobs whose retry failed to append, by job id: the timer of the next try. */
+  private readonly again = new Map<string, { readonly queue: string; readonly timer: NodeJS.Timeout }>();
+
   constructor(
     private readonly ctx: CommandContext,
     private readonly isLeader: (queue: string) => boolean,
@@ -115,12 +118,26 @@ export class Retrier {
       // The append failed (NATS unavailable, the stream refusing): nothing else would ask again
       // until leadership changes, so try again, for as long as this node leads the queue and
       // the job still lacks its retry.
+      // One chain per job: adopt() after a new lead finds the job again.
+      if (this.again.has(record.jobId)) return;
       const againInMs = Math.min(RETRY_AGAIN_MAX_MS, RETRY_AGAIN_MS * 2 ** tries);
       this.log.error({ err, queue: record.queue, jobId: record.jobId, againInMs }, 'retry not created; trying again');
-      setTimeout(() => {
+      const timer = setTimeout(() => {
+        this.again.delete(record.jobId);
         const current = this.ctx.store.get(record.jobId);
         if (current && this.isLeader(current.queue) && this.needsRetry(current)) void this.retry(current, tries + 1);
-      }, againInMs).unref();
+      }, againInMs);
+      timer.unref();
+      this.again.set(record.jobId, { queue: record.queue, timer });
+    }
+  }
+
+  /** No longer leading `queue`: its pending tries are the next leader's (its adopt finds them). */
+  drop(queue: string): void {
+    for (const [jobId, { queue: q, timer }] of this.again) {
+      if (q !== queue) continue;
+      clearTimeout(timer);
+      this.again.delete(jobId);
     }
   }
 }
