@@ -10,6 +10,7 @@
 import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState } from '../../machines/index.js';
 import { decodeMessage, type DecodedMessage } from './decode.js';
 import { AUDIT_RULES, AuditRules, type AuditOptions, type AuditReport, type AuditRule, type RecordedMessage, type Violation } from './types.js';
+import { EXPECTED_HEADER, MSG_ID_HEADER } from '../nats/subjects.js';
 
 /** What the audit keeps per subject: the sequence chain, and for a job its fold and the seqs the rules cite. */
 interface SubjectState {
@@ -111,7 +112,7 @@ export class Auditor {
 
     // Sequence: every docket append expects its subject's previous stream sequence (0 creates).
     if (expected === null || message.msgId === null) {
-      const missing = [expected === null ? 'Nats-Expected-Last-Subject-Sequence' : '', message.msgId === null ? 'Nats-Msg-Id' : '']
+      const missing = [expected === null ? EXPECTED_HEADER : '', message.msgId === null ? MSG_ID_HEADER : '']
         .filter((h) => h !== '')
         .join(' and ');
       this.violate(seq, subject, aggregate, AuditRules.UnguardedAppend, `appended without ${missing}: nothing guarded its place in ${aggregate}`, previousSeq > 0 ? [previousSeq, seq] : [seq]);

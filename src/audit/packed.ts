@@ -8,10 +8,9 @@
  * block length u32 (0: none), data length u32; then the subject (UTF-8), the raw header block
  * (`NATS/1.0\r\nName: value\r\n...`) and the data.
  */
+import { EXPECTED_HEADER, MSG_ID_HEADER } from '../nats/subjects.js';
 import type { RecordedMessage } from './types.js';
 
-export const MSG_ID_HEADER = 'Nats-Msg-Id';
-export const EXPECTED_HEADER = 'Nats-Expected-Last-Subject-Sequence';
 const MSG_ID_NEEDLE = `\r\n${MSG_ID_HEADER}:`;
 const EXPECTED_NEEDLE = `\r\n${EXPECTED_HEADER}:`;
 const FIXED = 28;

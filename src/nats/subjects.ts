@@ -8,6 +8,11 @@ export const EVENT_SUBJECTS = 'docket.evt.>';
 export const COMMAND_QUEUE_GROUP = 'docket';
 export const COMMAND_PREFIX = 'docket.cmd';
 
+/** The headers every append carries (DESIGN: dedupe by event id, guarded by the subject's last sequence). */
+export const MSG_ID_HEADER = 'Nats-Msg-Id';
+export const EXPECTED_HEADER = 'Nats-Expected-Last-Subject-Sequence';
+export const EXPECTED_STREAM_HEADER = 'Nats-Expected-Stream';
+
 export const QUEUE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 /** A job id, run id or node name: one subject token. */
 export const ID_TOKEN = /^[A-Za-z0-9_-]{1,128}$/;

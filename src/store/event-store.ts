@@ -11,6 +11,7 @@
 import { createInbox, headers, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import type { Envelope } from '../../machines/index.js';
 import { encodeEnvelope } from '../nats/codec.js';
+import { EXPECTED_HEADER, EXPECTED_STREAM_HEADER, MSG_ID_HEADER, STREAM } from '../nats/subjects.js';
 import { ConflictError, UnavailableError } from '../errors.js';
 
 export interface Appended {
@@ -113,9 +114,9 @@ export class EventStore {
     const token = this.nextToken++;
     // append, not set: on a fresh set of headers, set's search for an existing key is waste.
     const h = headers();
-    h.append('Nats-Msg-Id', pending.request.event.id);
-    h.append('Nats-Expected-Last-Subject-Sequence', String(pending.request.expectedSeq));
-    h.append('Nats-Expected-Stream', 'DOCKET');
+    h.append(MSG_ID_HEADER, pending.request.event.id);
+    h.append(EXPECTED_HEADER, String(pending.request.expectedSeq));
+    h.append(EXPECTED_STREAM_HEADER, STREAM);
     pending.sentAt = Date.now();
     pending.attempts += 1;
     this.pending.set(token, pending);

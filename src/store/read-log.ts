@@ -12,9 +12,9 @@
  */
 import { jetstream, jetstreamManager, DeliverPolicy, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { EXPECTED_HEADER, MSG_ID_HEADER, parseDocketHeaders, toExpectedSeq, type PackWriter } from '../audit/packed.js';
+import { parseDocketHeaders, toExpectedSeq, type PackWriter } from '../audit/packed.js';
 import type { RecordedMessage } from '../audit/types.js';
-import { EVENT_SUBJECTS, STREAM } from '../nats/subjects.js';
+import { EVENT_SUBJECTS, EXPECTED_HEADER, MSG_ID_HEADER, STREAM } from '../nats/subjects.js';
 
 /** One stored message of DOCKET, as the audit and replays see it (defined with the audit). */
 export type LogMessage = RecordedMessage;
