@@ -33,6 +33,7 @@ import { CheckpointFile } from './store/checkpoints.js';
 import { EventStore } from './store/event-store.js';
 import { JobStore } from './store/job-store.js';
 import { LogTail, type LogTailOptions } from './store/log-tail.js';
+import { withinMs } from './timing.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
 const CATCH_UP_MAX_MS = 2_000;
@@ -111,13 +112,6 @@ export async function startNode(options: DocketOptions = {}): Promise<DocketNode
 
 /** How long one undo step of a failed start may take before the next one runs. */
 const UNDO_STEP_MAX_MS = 5_000;
-
-/** Waits for `work`, for at most `ms`. */
-async function withinMs(ms: number, work: Promise<unknown>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  await Promise.race([work, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms).unref()))]);
-  clearTimeout(timer);
-}
 
 /** Stops what a failed start had opened (the node's `close()` does it in order once serving). */
 type Undo = () => unknown;

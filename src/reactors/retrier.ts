@@ -14,6 +14,7 @@ import { InvalidTransitionError } from '../errors.js';
 import { canonicalJson, eventIdFor, keyedJobId, retryJobId } from '../ids.js';
 import type { Logger } from '../logger.js';
 import type { JobChange, JobRecord } from '../store/job-store.js';
+import { doublingDelayMs, TRY_AGAIN } from '../timing.js';
 
 /** The canonical key of a keyed job, or null. */
 function keyOf(record: JobRecord): string | null {
@@ -120,7 +121,7 @@ export class Retrier {
       // the job still lacks its retry.
       // One chain per job: adopt() after a new lead finds the job again.
       if (this.again.has(record.jobId)) return;
-      const againInMs = Math.min(RETRY_AGAIN_MAX_MS, RETRY_AGAIN_MS * 2 ** tries);
+      const againInMs = doublingDelayMs(tries, TRY_AGAIN);
       this.log.error({ err, queue: record.queue, jobId: record.jobId, againInMs }, 'retry not created; trying again');
       const timer = setTimeout(() => {
         this.again.delete(record.jobId);
@@ -141,7 +142,3 @@ export class Retrier {
     }
   }
 }
-
-/** After a failed append, the first wait before creating a retry again; it doubles up to the max. */
-const RETRY_AGAIN_MS = 1_000;
-const RETRY_AGAIN_MAX_MS = 30_000;

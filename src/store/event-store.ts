@@ -13,6 +13,7 @@ import type { Envelope } from '../../machines/index.js';
 import { encodeEnvelope } from '../nats/codec.js';
 import { EXPECTED_HEADER, EXPECTED_STREAM_HEADER, MSG_ID_HEADER, STREAM } from '../nats/subjects.js';
 import { ConflictError, UnavailableError } from '../errors.js';
+import { doublingDelayMs } from '../timing.js';
 
 export interface Appended {
   readonly seq: number;
@@ -53,6 +54,8 @@ interface Pending {
 }
 
 const WRONG_LAST_SEQUENCE = 10071;
+/** Between publishes of one append after no stream answered: quick, as a leader election is. */
+const RESEND = { firstMs: 50, maxMs: 1_000 } as const;
 const decoder = new TextDecoder();
 
 export interface EventStoreOptions {
@@ -172,7 +175,7 @@ export class EventStore {
     const timer = setTimeout(() => {
       this.backingOff.delete(timer);
       this.send(pending);
-    }, Math.min(1000, 50 * 2 ** pending.attempts));
+    }, doublingDelayMs(pending.attempts, RESEND));
     timer.unref();
     this.backingOff.set(timer, pending);
   }

@@ -23,17 +23,13 @@ import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Logger } from '../logger.js';
 import { decodeEnvelope, isJobEvent, UndecodableEventError } from '../nats/codec.js';
 import { EVENT_SUBJECTS, parseEventSubject, STREAM } from '../nats/subjects.js';
+import { doublingDelayMs, TRY_AGAIN, withinMs } from '../timing.js';
 import type { JobStore } from './job-store.js';
 
 /** How long the tail waits for a message before asking the stream whether one is coming. */
 const END_PROBE_MS = 500;
-/** A consumer that ended within this long of its start is restarted after a growing delay. */
+/** A consumer that ended within this long of its start counts as a failure to start it. */
 const CONSUMER_SHORT_LIFE_MS = 10_000;
-const CONSUMER_RESTART_MAX_MS = 30_000;
-
-function nextRestartDelay(previousMs: number): number {
-  return Math.min(CONSUMER_RESTART_MAX_MS, Math.max(1_000, previousMs * 2));
-}
 
 export interface LogTailOptions {
   /**
@@ -77,8 +73,8 @@ export class LogTail {
   /** The stream's last sequence at the previous check: the position should pass it by the next. */
   private lastSeqAtCheck = 0;
   private switching: Promise<void> = Promise.resolve();
-  /** The wait before the last restart of an ended consumer (0: it had lived long). */
-  private restartDelayMs = 0;
+  /** Failures to get a lasting consumer in a row: the delay before the next try doubles with them. */
+  private consumerFailures = 0;
   private checker: NodeJS.Timeout | undefined;
   private checking = false;
   private hints: Subscription | undefined;
@@ -163,13 +159,18 @@ export class LogTail {
     this.consumer = undefined;
     void consumer?.delete().catch(() => false);
     // One that ended soon after it started may end again at once: do not hammer the server.
-    this.restartDelayMs = Date.now() - startedAt < CONSUMER_SHORT_LIFE_MS ? nextRestartDelay(this.restartDelayMs) : 0;
-    this.log.warn({ err, position: this.position, inMs: this.restartDelayMs }, 'the stream consumer ended; starting it again');
-    this.restartConsumer(this.restartDelayMs);
+    const delayMs = Date.now() - startedAt < CONSUMER_SHORT_LIFE_MS ? doublingDelayMs(this.consumerFailures++, TRY_AGAIN) : 0;
+    if (delayMs === 0) this.consumerFailures = 0;
+    this.log.warn({ err, position: this.position, inMs: delayMs }, 'the stream consumer ended; starting it again');
+    this.startConsumerSoon(delayMs);
   }
 
-  private restartConsumer(delayMs: number): void {
-    const restart = (): void => {
+  /**
+   * Starts the consumer from the position after `delayMs`, serialised with going solo, and
+   * tries again (the delay doubling) while it cannot. Mode and hints are the caller's.
+   */
+  private startConsumerSoon(delayMs: number): void {
+    const start = (): void => {
       this.switching = this.switching
         .then(async () => {
           // Gone solo meanwhile (a check), stopped, or already running again: nothing to do.
@@ -177,12 +178,12 @@ export class LogTail {
           await this.startConsumer();
         })
         .catch((err: unknown) => {
-          this.log.error({ err }, 'cannot start the stream consumer again; retrying');
-          this.restartConsumer(nextRestartDelay(delayMs));
+          this.log.error({ err }, 'cannot start the stream consumer; retrying');
+          this.startConsumerSoon(doublingDelayMs(this.consumerFailures++, TRY_AGAIN));
         });
     };
-    if (delayMs > 0) setTimeout(restart, delayMs).unref();
-    else restart();
+    if (delayMs > 0) setTimeout(start, delayMs).unref();
+    else start();
   }
 
   /** Stops the consumer and deletes it on the server (best effort). */
@@ -206,14 +207,8 @@ export class LogTail {
     this.mode = 'following';
     this.closeHints();
     this.log.debug({ position: this.position, why }, 'following the stream');
-    this.switching = this.switching
-      .then(() => (this.stopped ? undefined : this.startConsumer()))
-      .catch((err: unknown) => {
-        // Solo again, and deaf to hints: try again soon (waiters may be waiting on this).
-        this.log.error({ err }, 'cannot follow the stream; retrying in a second');
-        this.mode = 'solo';
-        setTimeout(() => this.follow('retrying after a failed start'), 1_000).unref();
-      });
+    this.consumerFailures = 0;
+    this.startConsumerSoon(0);
   }
 
   private closeHints(): void {
@@ -354,10 +349,8 @@ export class LogTail {
   }
 
   /** waitFor, for at most `ms` (the waiter stays, and is released when the position passes it). */
-  private async waitAtMost(seq: number, ms: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.waitFor(seq), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms).unref()))]);
-    clearTimeout(timer);
+  private waitAtMost(seq: number, ms: number): Promise<void> {
+    return withinMs(ms, this.waitFor(seq));
   }
 
   /** Resolves once every event up to `seq` has been applied. */
