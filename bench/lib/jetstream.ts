@@ -101,7 +101,7 @@ export async function leanAppendCeiling(n: number, window: number, envelope: (i:
     const m = await measured({ bench: process.pid, nats: server.process.pid! }, () =>
       leanAppend(nc, n, window, (i) => {
         const { subject, event } = envelope(i);
-        return { subject, payload: envelopeBytes(event), headers: appendHeaders(event.id, 0) };
+        return newJobAppend(subject, event);
       }),
     );
     return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { appends: n, in_flight: window } };
@@ -109,6 +109,11 @@ export async function leanAppendCeiling(n: number, window: number, envelope: (i:
     await nc.close();
     await server.stop();
   }
+}
+
+/** One append as docket makes it for a new job: its envelope, docket's headers, expected sequence 0. */
+export function newJobAppend(subject: string, event: { id: string }): LeanAppendItem {
+  return { subject, payload: envelopeBytes(event), headers: appendHeaders(event.id, 0) };
 }
 
 /** Docket's append headers, as src/store/event-store.ts sends them: dedupe by event id, the subject's expected last sequence, the stream. */

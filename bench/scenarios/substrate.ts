@@ -9,7 +9,7 @@ import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { startNatsServer, type TestNatsServer } from '../../test/support/nats-server.js';
 import { measured, NotAvailableError, pool, type CpuAccount, type Group, type Measurement } from '../lib/harness.js';
-import { appendHeaders, connectBench, envelopeBytes, freshStream, leanAppend } from '../lib/jetstream.js';
+import { connectBench, envelopeBytes, freshStream, leanAppend, newJobAppend } from '../lib/jetstream.js';
 import { jobEvent, subjectOf } from '../lib/events.js';
 import type { BenchConfig } from '../lib/config.js';
 
@@ -48,10 +48,7 @@ export function substrateGroup(config: BenchConfig): Group {
         await freshStream(nc!);
         const queue = queueFor('lean', rep);
         const m = await measured(roles(), () =>
-          leanAppend(nc!, n, IN_FLIGHT, (i) => {
-            const event = jobEvent(i, 0, queue);
-            return { subject: subjectOf(i, queue), payload: envelopeBytes(event), headers: appendHeaders(event.id, 0) };
-          }),
+          leanAppend(nc!, n, IN_FLIGHT, (i) => newJobAppend(subjectOf(i, queue), jobEvent(i, 0, queue))),
         );
         return result(m.seconds, m.cpu);
       },
