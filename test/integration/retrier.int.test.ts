@@ -3,15 +3,13 @@
  * discard new, as an operator might set), and the failed job must still get its retry once the
  * stream takes appends again, without a change of leader.
  */
-import { Writable } from 'node:stream';
 import { DiscardPolicy, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { pino } from 'pino';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { STREAM } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
-import { closeTestFile, connectTestClients, startTrackedNode, uniqueQueue } from '../support/docket.js';
+import { closeTestFile, connectTestClients, loggerWatchingFor, startTrackedNode, uniqueQueue } from '../support/docket.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { claim, fail, untilRetryOf } from '../support/worker-helpers.js';
 
@@ -20,18 +18,11 @@ let client: Client;
 let nc: NatsConnection;
 let jsm: JetStreamManager;
 let node: DocketNode;
-let refused!: () => void;
-const retryRefused = new Promise<void>((resolve) => (refused = resolve));
+const { logger, logged: retryRefused } = loggerWatchingFor(/retry not created/, 'info');
 
 beforeAll(async () => {
   server = await startNatsServer();
-  const lines = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      if (chunk.toString().includes('retry not created')) refused();
-      done();
-    },
-  });
-  node = await startTrackedNode(server, { nodeName: 'retrier', logger: pino({ level: 'info' }, lines) });
+  node = await startTrackedNode(server, { nodeName: 'retrier', logger });
   ({ client, nc, jsm } = await connectTestClients(server, 'retrier-test'));
 });
 

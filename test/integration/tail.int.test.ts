@@ -8,8 +8,6 @@
  */
 import { jetstreamManager, StorageType, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { envelope } from '../../src/commands/handle-command.js';
@@ -22,7 +20,7 @@ import { STREAM } from '../../src/nats/subjects.js';
 import { JobStore } from '../../src/store/job-store.js';
 import { LogTail } from '../../src/store/log-tail.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { callNode, captureProjections, closeTestFile, lastSeq, openResources, startTrackedNode, startTwoNodes, uniqueQueue } from '../support/docket.js';
+import { callNode, captureProjections, closeTestFile, lastSeq, loggerWatchingFor, openResources, startTrackedNode, startTwoNodes, uniqueQueue } from '../support/docket.js';
 
 const MANUAL_CHECKS = { soloAfterMs: 0, checkEveryMs: 3_600_000 };
 
@@ -207,16 +205,9 @@ describe('the log tail while this node is the only writer', () => {
         await writer.close();
       }
       const end = (await (await jetstreamManager(ownNc)).streams.info(STREAM)).state.last_seq;
-      let lookedAhead!: () => void;
-      const lookAhead = new Promise<void>((resolve) => (lookedAhead = resolve));
-      const lines = new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          if (/still folding|cannot look ahead/.test(chunk.toString())) lookedAhead();
-          done();
-        },
-      });
+      const { logger, logged: lookAhead } = loggerWatchingFor(/still folding|cannot look ahead/);
       const store = new JobStore();
-      const tail = new LogTail(ownNc, store, pino({ level: 'debug' }, lines), 1);
+      const tail = new LogTail(ownNc, store, logger, 1);
       try {
         // Nothing folds until the consumer starts, so the look-ahead runs first.
         const folded = tail.waitForEnd(end);

@@ -7,6 +7,8 @@
  * Isolation is by name (STYLE 2.12): subjects are fixed, so each test takes its own queue.
  */
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
@@ -17,6 +19,7 @@ import { canonicalJson } from '../../src/ids.js';
 import { subjects, STREAM } from '../../src/nats/subjects.js';
 import { startNode, type DocketNode, type DocketOptions } from '../../src/node.js';
 import type { QueueProgress } from '../../src/projections/progress.js';
+import type { Logger } from '../../src/logger.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from './nats-server.js';
 
@@ -317,4 +320,17 @@ export async function closeTestFile(parts: {
   await parts.nc?.drain();
   for (const node of parts.nodes ?? []) await node?.close();
   await parts.server?.stop();
+}
+
+/** A logger, and a promise that resolves once it has logged a line matching `pattern` (at `level` or above). */
+export function loggerWatchingFor(pattern: RegExp, level: 'debug' | 'info' | 'warn' = 'debug'): { logger: Logger; logged: Promise<void> } {
+  let seen!: () => void;
+  const logged = new Promise<void>((resolve) => (seen = resolve));
+  const lines = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      if (pattern.test(chunk.toString())) seen();
+      done();
+    },
+  });
+  return { logger: pino({ level }, lines), logged };
 }
