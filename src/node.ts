@@ -7,24 +7,27 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { systemClock, type Clock } from './clock.js';
+import { positionOf } from '../machines/index.js';
 import { CommandService } from './commands/command-service.js';
-import { envelope, transitionJob, type CommandContext } from './commands/handle-command.js';
+import { findJob, type CommandContext } from './commands/handle-command.js';
+import { cancelJob, moveJob, retryJob } from './commands/job-commands.js';
 import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
-import { movedData } from './commands/move.js';
-import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retrySchema } from './commands/schemas.js';
+import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retrySchema, type CancelCommand, type MoveCommand, type RetryCommand } from './commands/schemas.js';
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
+import { PartitionRouter } from './cluster/partition-router.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
 import { WorkService } from './dispatch/work-service.js';
-import { InvalidRequestError, NotFoundError } from './errors.js';
+import { DocketError, InvalidRequestError, UnavailableError } from './errors.js';
 import { LeaseKeeper } from './reactors/leases.js';
-import { createRetry, Retrier } from './reactors/retrier.js';
-import { submit } from './commands/submit.js';
+import { Retrier } from './reactors/retrier.js';
+import { splitByQueue, submitPart, type SubmitItemReply, type SubmitPart } from './commands/submit.js';
 import { validate, validateSubmit } from './commands/validate.js';
 import { randomIds, type IdSource } from './ids.js';
 import { silentLogger, type Logger } from './logger.js';
 import { connectNats } from './nats/connection.js';
 import { ensureStream } from './nats/streams.js';
-import { STREAM, toNodeToken } from './nats/subjects.js';
+import { isJobEvent } from './nats/codec.js';
+import { queuePartition, STREAM, subjects, toNodeToken } from './nats/subjects.js';
 import { KeyIndex } from './projections/key-index.js';
 import { Progress } from './projections/progress.js';
 import { QueueIndex } from './projections/queue-index.js';
@@ -33,6 +36,7 @@ import { CheckpointFile } from './store/checkpoints.js';
 import { EventStore } from './store/event-store.js';
 import { JobStore } from './store/job-store.js';
 import { LogTail, type LogTailOptions } from './store/log-tail.js';
+import { PartitionWriter, readPartitionTip, type CommittedCommit } from './store/partition-writer.js';
 import { withinMs } from './timing.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
@@ -74,6 +78,8 @@ export interface DocketNode {
   readonly nc: NatsConnection;
   readonly store: JobStore;
   readonly tail: LogTail;
+  /** The append transport of this node's partition writers (tests append through it directly). */
+  readonly events: EventStore;
   readonly queueOrder: QueueOrder;
   readonly progress: Progress;
   readonly keys: KeyIndex;
@@ -173,42 +179,82 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const catchUp = async (): Promise<void> => {
     const { state } = await jsm.streams.info(STREAM);
     // Bounded all the same: a command should not wait long on a slow tail.
-    await withinMs(CATCH_UP_MAX_MS, tail.waitForEnd(state.last_seq));
+    await withinMs(CATCH_UP_MAX_MS, tail.waitFor(state.last_seq));
   };
-  const context: CommandContext = { store, tail, events, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp };
+
+  // A committed commit of a partition this node writes: fold it here (read-your-writes without
+  // waiting for the tail), move the tail, and announce each event live on core NATS.
+  const onCommitted = ({ seq, commit, eventJson }: CommittedCommit): void => {
+    commit.events.forEach((event, index) => {
+      if (isJobEvent(event) && event.queue !== undefined) store.apply({ seq: positionOf(seq, index), queue: event.queue, jobId: event.aggregate.id, event });
+    });
+    tail.appended(seq);
+    commit.events.forEach((event, index) => {
+      if (event.queue === undefined) return;
+      // The event's JSON as stored, with its position in front: no second stringify per event.
+      appendNc.publish(subjects.job(event.queue, event.aggregate.id), Buffer.from(`{"position":{"seq":${seq},"index":${index}},${eventJson[index]!.slice(1)}`));
+    });
+  };
+  // The writers of the partitions this node leads: set when the lease is taken, ready once the
+  // partition is folded to its tip.
+  const writers = new Map<string, Promise<PartitionWriter>>();
+  const openWriter = async (queue: string, epoch: number): Promise<PartitionWriter> => {
+    const partition = queuePartition(queue);
+    const tip = await readPartitionTip(jsm, partition);
+    return new PartitionWriter(appendNc, events, {
+      partition,
+      node: name,
+      epoch,
+      tip,
+      onCommitted,
+      refoldTo: (seq) => tail.waitFor(seq),
+      log: root.child({ component: 'writer', queue }),
+    });
+  };
+  const writerOf = async (queue: string): Promise<PartitionWriter> => {
+    const opening = writers.get(queue);
+    if (!opening) throw new UnavailableError(`this node does not lead queue ${queue}; retry`);
+    const writer = await opening;
+    await writer.ready();
+    return writer;
+  };
+  const context: CommandContext = { store, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: writerOf };
   const queries: QueryContext = { store, progress, queueIndex };
+
+  // Writes run on the leader of their queue's partition: here, or forwarded to it.
+  const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1);
+  const router = new PartitionRouter(nc, leadership, root.child({ component: 'router' }));
+  router.register('submit', async (_queue, body) => ({ jobs: await submitPart(context, body as SubmitPart) }));
+  router.register('cancel', (_queue, body) => cancelJob(context, body as CancelCommand));
+  router.register('retry', (_queue, body) => retryJob(context, body as RetryCommand));
+  router.register('move', (_queue, body) => moveJob(context, body as MoveCommand));
+  const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run((await findJob(context, command.job_id)).queue, op, command);
 
   const commands = new CommandService(nc, root.child({ component: 'commands' }));
   commands.register('submit', async (body) => {
     const command = validateSubmit(body);
-    const results = await submit(context, command);
+    const results = new Array<SubmitItemReply>(command.jobs.length);
+    await Promise.all(
+      [...splitByQueue(command)].map(async ([queue, part]) => {
+        let replies: readonly SubmitItemReply[];
+        try {
+          replies = (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[];
+        } catch (err) {
+          const error = (err instanceof DocketError ? err : new UnavailableError(String(err))).toBody();
+          replies = part.items.map(() => ({ ok: false as const, error }));
+        }
+        part.items.forEach((item, i) => (results[item.index] = replies[i]!));
+      }),
+    );
     if (command.batch) return { jobs: results };
     const only = results[0]!;
     if (!only.ok) return { ...only, ok: false };
     const { ok: _ok, ...rest } = only;
     return rest;
   });
-  commands.register('cancel', async (body) => {
-    const command = validate(cancelSchema, body);
-    const { record } = await transitionJob(context, command.job_id, command.id, (current, eventId) =>
-      envelope(context, 'job.cancelled', current.queue, eventId, { reason: command.reason ?? null }),
-    );
-    return { job_id: record.jobId, status: record.state.job.value };
-  });
-  commands.register('retry', async (body) => {
-    const command = validate(retrySchema, body);
-    const failed = store.get(command.job_id);
-    if (!failed) throw new NotFoundError(`job ${command.job_id} not found`, { details: { job_id: command.job_id } });
-    const { record, created } = await createRetry(context, failed, { manual: true });
-    return { job_id: record.jobId, status: record.state.job.value, created, retry_of: failed.jobId };
-  });
-  commands.register('move', async (body) => {
-    const command = validate(moveSchema, body);
-    const { record } = await transitionJob(context, command.job_id, command.id, (current, eventId) =>
-      envelope(context, 'job.moved', current.queue, eventId, current.state.job.value === 'queued' || current.state.job.value === 'waiting' ? movedData(store, current, command) : { priority: current.state.job.context.priority, position: current.state.job.context.position }),
-    );
-    return { job_id: record.jobId, status: record.state.job.value, priority: record.state.job.context.priority, position: record.state.job.context.position };
-  });
+  commands.register('cancel', (body) => onItsLeader('cancel', validate(cancelSchema, body)));
+  commands.register('retry', (body) => onItsLeader('retry', validate(retrySchema, body)));
+  commands.register('move', (body) => onItsLeader('move', validate(moveSchema, body)));
   commands.register('get', (body) => getJob(queries, validate(getSchema, body)));
   commands.register('list', (body) => listJobs(queries, validate(listSchema, body)));
   commands.register('progress', (body) => progressOf(queries, validate(progressSchema, body)));
@@ -241,8 +287,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   undo.push(() => clearInterval(checkpointTimer));
   if (checkpointFile && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
 
-  // Leader-only reactors: the queue's dispatcher, its leases and its retries.
-  const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1);
+  // Leader-only reactors: the queue's writer, dispatcher, leases and retries.
   undo.push(() => leadership.stop());
   await leadership.start();
   const isLeader = (queue: string) => leadership.isLeader(queue);
@@ -259,14 +304,32 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   undo.push(() => {
     for (const dispatcher of dispatchers.values()) dispatcher.stop();
   });
+  const stopWriting = (queue: string, why: string): void => {
+    const opening = writers.get(queue);
+    writers.delete(queue);
+    void opening?.then((writer) => writer.close(new UnavailableError(`${why}; retry`)), () => undefined);
+  };
+  undo.push(() => {
+    for (const queue of [...writers.keys()]) stopWriting(queue, 'this node is stopping');
+  });
   leadership.onChange((queue, leading) => {
     if (leading) {
-      // Recovery on start or takeover (DESIGN's matrix): fresh leases for running jobs, missing retries.
-      leases.adopt(queue, store.values());
-      retrier.adopt(queue, store.values());
-      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue })));
-      dispatchers.get(queue)!.pump();
+      const opening = openWriter(queue, leadership.epochOf(queue));
+      writers.set(queue, opening);
+      // Recovery on start or takeover (DESIGN's matrix), once the partition is folded to its
+      // tip: fresh leases for running jobs, missing retries, then dispatch.
+      opening
+        .then((writer) => writer.ready())
+        .then(() => {
+          if (writers.get(queue) !== opening) return;
+          leases.adopt(queue, store.values());
+          retrier.adopt(queue, store.values());
+          if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue })));
+          dispatchers.get(queue)!.pump();
+        })
+        .catch((err: unknown) => log.warn({ err, queue }, 'cannot start writing the partition'));
     } else {
+      stopWriting(queue, `this node no longer leads ${queue}`);
       dispatchers.get(queue)?.stop();
       dispatchers.delete(queue);
       leases.drop(queue);
@@ -279,8 +342,10 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   });
   leases.start();
   undo.push(() => leases.stop());
-  const work = new WorkService(nc, context, leadership, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }));
+  const work = new WorkService(nc, context, leadership, router, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }));
 
+  undo.push(() => router.stop());
+  await router.start();
   undo.push(() => commands.stop());
   await commands.start();
   undo.push(() => work.stop());
@@ -293,6 +358,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     nc,
     store,
     tail,
+    events,
     queueOrder,
     progress,
     keys,
@@ -312,8 +378,10 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       for (const dispatcher of dispatchers.values()) dispatcher.stop();
       await work.stop();
       await commands.stop();
+      await router.stop();
       leases.stop();
       await leadership.stop();
+      for (const queue of [...writers.keys()]) stopWriting(queue, 'this node is stopping');
       await checkpoint();
       await tail.stop();
       await events.close();

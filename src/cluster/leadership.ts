@@ -27,8 +27,11 @@ export type LeadershipListener = (queue: string, leading: boolean) => void;
 
 export class Leadership {
   private kv: KV | undefined;
-  /** Queues this node leads, with the KV revision of its lease. */
-  private readonly held = new Map<string, { revision: number; expiresAt: number }>();
+  /**
+   * Queues this node leads, with the KV revision of its lease and its epoch: the revision at
+   * which this node took it. KV revisions only grow, so a later leader's epoch is larger.
+   */
+  private readonly held = new Map<string, { revision: number; expiresAt: number; epoch: number }>();
   private readonly listeners: LeadershipListener[] = [];
   private timer: NodeJS.Timeout | undefined;
   private readonly known = new Set<string>();
@@ -54,6 +57,11 @@ export class Leadership {
   isLeader(queue: string): boolean {
     const lease = this.held.get(queue);
     return lease !== undefined && lease.expiresAt > Date.now();
+  }
+
+  /** The epoch of this node's lease on `queue` (0 when it does not lead it). */
+  epochOf(queue: string): number {
+    return this.held.get(queue)?.epoch ?? 0;
   }
 
   leading(): string[] {
@@ -92,8 +100,8 @@ export class Leadership {
         if (current.node !== this.node && current.expires_at > Date.now()) return false;
         revision = await kv.update(queue, value, entry.revision);
       }
-      const wasLeading = this.held.has(queue);
-      this.held.set(queue, { revision, expiresAt });
+      const wasLeading = this.held.get(queue);
+      this.held.set(queue, { revision, expiresAt, epoch: wasLeading?.epoch ?? revision });
       if (!wasLeading) {
         this.log.info({ queue }, 'leading queue');
         for (const listener of this.listeners) listener(queue, true);
@@ -112,7 +120,7 @@ export class Leadership {
     const expiresAt = Date.now() + this.leaseMs;
     try {
       const revision = await this.kv!.update(queue, JSON.stringify({ node: this.node, expires_at: expiresAt } satisfies LeaseValue), lease.revision);
-      this.held.set(queue, { revision, expiresAt });
+      this.held.set(queue, { revision, expiresAt, epoch: lease.epoch });
     } catch (err) {
       this.lose(queue, err);
     }

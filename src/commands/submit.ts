@@ -1,7 +1,8 @@
 /**
  * docket.cmd.submit: one job or a batch. Ids are derived where they can be (key + generation,
- * or command id + index), so a resend or a race never creates a second job. A batch is N
- * independent appends, reported per item; resending it completes what was missing.
+ * or command id + index), so a resend never creates a second job. A batch is split by queue and
+ * each part decided by its queue's leader, its jobs joining that partition's commits; it is
+ * reported per item, and resending it completes what was missing.
  */
 import { isLiveStatus, Priority, type JobKey, type JsonObject } from '../../machines/index.js';
 import { toIso } from '../clock.js';
@@ -62,7 +63,7 @@ function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, event
   const time = toIso(now);
   // Without a delay run_at is the event's own time: the same string, held once per job.
   const runAt = spec.run_at !== undefined ? toIso(Date.parse(spec.run_at)) : spec.delay_ms ? toIso(now + spec.delay_ms) : time;
-  return envelope(ctx, 'job.submitted', spec.queue, eventId, {
+  return envelope(ctx, 'job.submitted', { queue: spec.queue, jobId }, eventId, {
     job_id: jobId,
     key: spec.key === undefined ? null : (spec.key as JobKey),
     params: (spec.params ?? {}) as JsonObject,
@@ -90,23 +91,41 @@ async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string 
 }
 
 /** Runs `fn` over `items` with at most `limit` in flight, keeping order in the results. */
-async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);
   let next = 0;
   const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
     while (next < items.length) {
       const i = next++;
-      results[i] = await fn(items[i]!, i);
+      results[i] = await fn(items[i]!);
     }
   });
   await Promise.all(workers);
   return results;
 }
 
-export async function submit(ctx: CommandContext, command: SubmitCommand): Promise<SubmitItemReply[]> {
-  return mapLimited(command.jobs, Limits.MaxAppendsInFlight, async (spec, index) => {
+/** The items of a submit that belong to one queue, each with its index in the whole command. */
+export interface SubmitPart {
+  readonly id?: string;
+  readonly items: readonly { readonly index: number; readonly spec: JobSpec }[];
+}
+
+/** A submit split by queue: each part is decided by its queue's leader. */
+export function splitByQueue(command: SubmitCommand): Map<string, SubmitPart> {
+  const parts = new Map<string, { index: number; spec: JobSpec }[]>();
+  command.jobs.forEach((spec, index) => {
+    const items = parts.get(spec.queue) ?? [];
+    if (items.length === 0) parts.set(spec.queue, items);
+    items.push({ index, spec });
+  });
+  return new Map([...parts].map(([queue, items]) => [queue, command.id === undefined ? { items } : { id: command.id, items }]));
+}
+
+/** Submits one queue's part, on its leader; every item is answered on its own. */
+export async function submitPart(ctx: CommandContext, part: SubmitPart): Promise<SubmitItemReply[]> {
+  return mapLimited(part.items, Limits.MaxAppendsInFlight, async ({ index, spec }) => {
     try {
-      return { ok: true as const, ...(await submitItem(ctx, spec, command.id, index)) };
+      return { ok: true as const, ...(await submitItem(ctx, spec, part.id, index)) };
     } catch (err) {
       if (err instanceof DocketError) return { ok: false as const, error: err.toBody() };
       ctx.log.error({ err: coerceError(err), queue: spec.queue }, 'submit failed');

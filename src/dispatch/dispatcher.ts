@@ -109,7 +109,7 @@ export class QueueDispatcher {
     const leaseMs = request.lease_ms ?? JobDefaults.leaseMs;
     try {
       const { record } = await transitionJob(this.ctx, jobId, undefined, (current, eventId) =>
-        envelope(this.ctx, 'job.claimed', current.queue, eventId, {
+        envelope(this.ctx, 'job.claimed', current, eventId, {
           run_id: runId,
           worker: request.worker,
           host: request.host ?? hostname(),

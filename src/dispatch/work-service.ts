@@ -5,7 +5,8 @@
  * forwards it to the leader's private subject `docket.leader.<node>.<queue>.<verb>`.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import type { Leadership, LeaderInfo } from '../cluster/leadership.js';
+import type { Leadership } from '../cluster/leadership.js';
+import type { PartitionRouter } from '../cluster/partition-router.js';
 import { errorReply, replyBytes } from '../commands/command-service.js';
 import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
 import { claimSchema, completeSchema, failSchema, heartbeatSchema, type ClaimedJob, type NextClaimCommand } from '../commands/schemas.js';
@@ -22,13 +23,13 @@ const FORWARD_SLACK_MS = 5_000;
 
 export class WorkService {
   private readonly subs: Subscription[] = [];
-  private readonly leaders = new Map<string, LeaderInfo>();
   private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly ctx: CommandContext,
     private readonly leadership: Leadership,
+    private readonly router: PartitionRouter,
     private readonly dispatcherFor: (queue: string) => QueueDispatcher | undefined,
     private readonly leases: LeaseKeeper,
     private readonly log: Logger,
@@ -53,15 +54,6 @@ export class WorkService {
     await this.nc.flush();
   }
 
-  private async leaderOf(queue: string): Promise<LeaderInfo | null> {
-    if (this.leadership.isLeader(queue)) return { node: this.leadership.node, expiresAt: Infinity };
-    const cached = this.leaders.get(queue);
-    if (cached && cached.expiresAt > Date.now()) return cached;
-    const leader = await this.leadership.leaderOf(queue);
-    if (leader) this.leaders.set(queue, leader);
-    return leader;
-  }
-
   private async route(msg: Msg): Promise<void> {
     const parsed = parseWorkSubject(msg.subject);
     // Not a verb of the protocol: retrying cannot help, so not `unavailable`.
@@ -69,7 +61,7 @@ export class WorkService {
     try {
       // Twice at most: a leader that just stopped has no responders; look the lease up again.
       for (let attempt = 0; ; attempt++) {
-        const leader = await this.leaderOf(parsed.queue);
+        const leader = await this.router.leaderOf(parsed.queue);
         if (!leader) throw new UnavailableError(`queue ${parsed.queue} has no leader yet; retry`);
         if (leader.node === this.leadership.node) return await this.serve(msg);
         const body = parseJson(msg.data) as { wait_ms?: number };
@@ -79,12 +71,12 @@ export class WorkService {
           if (msg.reply) msg.respond(reply.data);
           return;
         } catch (err) {
-          this.leaders.delete(parsed.queue);
+          this.router.forget(parsed.queue);
           if (attempt >= 1 || !/no responders/i.test(coerceError(err).message)) throw err;
         }
       }
     } catch (err) {
-      this.leaders.delete(parsed.queue);
+      this.router.forget(parsed.queue);
       const reason = err instanceof DocketError ? err : new UnavailableError(`leader did not answer: ${coerceError(err).message}`, { cause: err });
       this.respond(msg, errorReply(reason, this.log));
     }
@@ -119,7 +111,7 @@ export class WorkService {
         const request = validate(completeSchema, body);
         this.assertQueue(queue, request.job_id);
         const { record } = await transitionJob(this.ctx, request.job_id, `complete:${request.run_id}`, (current, eventId) =>
-          envelope(this.ctx, 'job.succeeded', current.queue, eventId, {
+          envelope(this.ctx, 'job.succeeded', current, eventId, {
             run_id: request.run_id,
             result: (request.result ?? null) as never,
             ...(request.exit_code === undefined ? {} : { exit_code: request.exit_code }),
@@ -131,7 +123,7 @@ export class WorkService {
         const request = validate(failSchema, body);
         this.assertQueue(queue, request.job_id);
         const { record } = await transitionJob(this.ctx, request.job_id, `fail:${request.run_id}`, (current, eventId) =>
-          envelope(this.ctx, 'job.failed', current.queue, eventId, {
+          envelope(this.ctx, 'job.failed', current, eventId, {
             run_id: request.run_id,
             reason: 'error',
             error: request.error as JobError,

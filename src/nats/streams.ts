@@ -5,7 +5,8 @@
  */
 import { jetstreamManager, type JetStreamManager, RetentionPolicy, StorageType, DiscardPolicy } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { EVENT_SUBJECTS, STREAM } from './subjects.js';
+import { InvalidRequestError } from '../errors.js';
+import { LOG_SUBJECTS, STREAM } from './subjects.js';
 
 const TWO_MINUTES_NS = 2 * 60 * 1_000_000_000;
 
@@ -17,13 +18,14 @@ export interface StreamOptions {
 export async function ensureStream(nc: NatsConnection, options: StreamOptions = {}): Promise<JetStreamManager> {
   const jsm = await jetstreamManager(nc);
   try {
-    await jsm.streams.info(STREAM);
+    const info = await jsm.streams.info(STREAM);
+    assertLogV2(info.config.subjects ?? []);
   } catch (err) {
     if (!(err instanceof Error) || !/stream not found/i.test(err.message)) throw err;
     try {
       await jsm.streams.add({
         name: STREAM,
-        subjects: [EVENT_SUBJECTS],
+        subjects: [LOG_SUBJECTS],
         storage: StorageType.File,
         retention: RetentionPolicy.Limits,
         discard: DiscardPolicy.Old,
@@ -34,7 +36,21 @@ export async function ensureStream(nc: NatsConnection, options: StreamOptions = 
     } catch (addErr) {
       // Another node created it between our info and add: that is the goal, not an error.
       if (!(addErr instanceof Error) || !/already in use|already exists/i.test(addErr.message)) throw addErr;
+      assertLogV2((await jsm.streams.info(STREAM)).config.subjects ?? []);
     }
   }
   return jsm;
+}
+
+/**
+ * A DOCKET stream of another log version is refused, never adopted: v1's stream binds
+ * `docket.evt.>`, where v2 publishes every live event, and would store them all.
+ */
+export function assertLogV2(streamSubjects: readonly string[]): void {
+  if (streamSubjects.length === 1 && streamSubjects[0] === LOG_SUBJECTS) return;
+  throw new InvalidRequestError(
+    `stream ${STREAM} binds ${streamSubjects.join(', ') || 'no subjects'}, not ${LOG_SUBJECTS}: it is not a docket log v2 stream. ` +
+      `Move to a fresh stream: export the old log if you need it (docket export with the old version), then delete it (nats stream rm ${STREAM}) or use another NATS account, and start docket again.`,
+    { details: { stream: STREAM, subjects: [...streamSubjects] } },
+  );
 }

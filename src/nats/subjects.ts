@@ -3,12 +3,17 @@
  * Queue names and ids are checked here so nothing else can build a subject with a wildcard in it.
  */
 export const STREAM = 'DOCKET';
+/** The stream's one subject filter: every partition's commits (log v2). */
+export const LOG_SUBJECTS = 'docket.log.>';
+/** Live events: core NATS, not stored (DESIGN: "Live events"). */
 export const EVENT_SUBJECTS = 'docket.evt.>';
+/** The partition of aggregates that span queues (templates, schedules, groups). */
+export const SYS_PARTITION = 'sys';
 /** Commands are served by a queue group so that each request is answered by one node. */
 export const COMMAND_QUEUE_GROUP = 'docket';
 export const COMMAND_PREFIX = 'docket.cmd';
 
-/** The headers every append carries (DESIGN: dedupe by event id, guarded by the subject's last sequence). */
+/** The headers every append carries (DESIGN: dedupe by commit id, guarded by the partition's last sequence). */
 export const MSG_ID_HEADER = 'Nats-Msg-Id';
 export const EXPECTED_HEADER = 'Nats-Expected-Last-Subject-Sequence';
 export const EXPECTED_STREAM_HEADER = 'Nats-Expected-Stream';
@@ -33,6 +38,12 @@ function assertToken(id: string): void {
 }
 
 export const subjects = {
+  /** A partition's commits: `docket.log.q.<queue>` or `docket.log.sys`. */
+  partition(partition: string): string {
+    if (partition !== SYS_PARTITION) assertQueue(queueOfPartition(partition));
+    return `docket.log.${partition}`;
+  },
+  /** The live event subject of a job (core NATS). */
   job(queue: string, jobId: string): string {
     assertQueue(queue);
     assertToken(jobId);
@@ -63,7 +74,35 @@ export const subjects = {
     assertToken(node);
     return `docket.leader.${node}.>`;
   },
+  /** A command forwarded to a queue's leader (the node's private subject for its partitions). */
+  forwarded(node: string, queue: string): string {
+    assertToken(node);
+    assertQueue(queue);
+    return `docket.forward.${node}.${queue}`;
+  },
+  forwardedInbox(node: string): string {
+    assertToken(node);
+    return `docket.forward.${node}.*`;
+  },
 };
+
+/** The partition of a queue's aggregates. */
+export function queuePartition(queue: string): string {
+  return `q.${queue}`;
+}
+
+/** The queue of a `q.<queue>` partition ('' for anything else). */
+export function queueOfPartition(partition: string): string {
+  return partition.startsWith('q.') ? partition.slice(2) : '';
+}
+
+/** The partition a `docket.log.<partition>` subject names; null for other subjects. */
+export function parseLogSubject(subject: string): string | null {
+  if (!subject.startsWith('docket.log.')) return null;
+  const partition = subject.slice('docket.log.'.length);
+  if (partition === SYS_PARTITION) return partition;
+  return QUEUE_NAME.test(queueOfPartition(partition)) ? partition : null;
+}
 
 export const WORK_VERBS = ['claim', 'heartbeat', 'complete', 'fail'] as const;
 export type WorkVerb = (typeof WORK_VERBS)[number];

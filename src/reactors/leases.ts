@@ -116,7 +116,7 @@ export class LeaseKeeper {
     const log = this.log.child({ queue: lease.queue, jobId: lease.jobId, runId });
     try {
       await transitionJob(this.ctx, lease.jobId, `lapse:${runId}`, (record, eventId) =>
-        envelope(this.ctx, 'job.failed', record.queue, eventId, {
+        envelope(this.ctx, 'job.failed', record, eventId, {
           run_id: runId,
           reason: lease.reason,
           error: { message: lease.reason === 'crash_recovery' ? 'no heartbeat after a restart' : `no heartbeat for ${lease.leaseMs} ms` },

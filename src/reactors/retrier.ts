@@ -59,7 +59,7 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
   const runAtMs = options.manual ? ctx.clock.now() : finishedMs + backoffDelayMs(job.backoff, job.attempt, failed.jobId);
   // The automatic and the manual retry are different commands: a manual retry of a job whose
   // automatic retry exists finds that job (created:false) rather than claiming it as its own.
-  const event = envelope(ctx, 'job.submitted', failed.queue, eventIdFor(`${options.manual ? 'manual-retry' : 'retry'}:${failed.jobId}`, retryId), {
+  const event = envelope(ctx, 'job.submitted', { queue: failed.queue, jobId: retryId }, eventIdFor(`${options.manual ? 'manual-retry' : 'retry'}:${failed.jobId}`, retryId), {
     job_id: retryId,
     key: job.key,
     params: job.params,

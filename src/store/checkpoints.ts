@@ -24,7 +24,8 @@ import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContex
 import { JobDefaults } from '../commands/limits.js';
 import { NO_EVENTS, type HistoryEntry, type JobRecord } from './job-store.js';
 
-const FORMAT = 3;
+/** 4: log v2, records hold event positions (machines/envelope.ts), not subject sequences. */
+const FORMAT = 4;
 /** Records per line and per write: large enough to be fast, small enough not to stall commands. */
 const CHUNK_RECORDS = 2_000;
 /** When the file is rewritten whole: it holds more than `ratio` times the live records, plus `slack`. */

@@ -1,23 +1,21 @@
 /**
- * The only writer to the DOCKET stream. Each append is one message on its aggregate's subject,
- * guarded by the subject's expected last sequence (0 creates) and deduplicated by `Nats-Msg-Id`
- * (the event id). A lost race is a ConflictError carrying the subject's actual last sequence,
- * never a second transition.
+ * The transport of the partition writers (src/store/partition-writer.ts), the only publishers to
+ * DOCKET. Each append is one stored message on its partition's subject, guarded by the subject's
+ * expected last sequence (0 for the first) and deduplicated by `Nats-Msg-Id` (the commit id). A
+ * lost race is an AppendConflictError carrying the subject's actual last sequence.
  *
  * Appends go over a lean path: a core publish with a reply subject on one shared inbox
  * subscription, the PubAck parsed here. nats.js's `js.publish()` spends its time in the client
  * (STACK.md: ~26k/s against ~115k/s this way); the server-side semantics are the same headers.
  */
 import { createInbox, headers, type NatsConnection, type Subscription } from '@nats-io/nats-core';
-import type { Envelope } from '../../machines/index.js';
-import { encodeEnvelope } from '../nats/codec.js';
 import { EXPECTED_HEADER, EXPECTED_STREAM_HEADER, MSG_ID_HEADER, STREAM } from '../nats/subjects.js';
 import { ConflictError, UnavailableError } from '../errors.js';
 import { doublingDelayMs } from '../timing.js';
 
 export interface Appended {
   readonly seq: number;
-  /** true when the stream already held this event id (a resend inside the duplicate window). */
+  /** true when the stream already held this msg id (a resend inside the duplicate window). */
   readonly duplicate: boolean;
 }
 
@@ -39,14 +37,15 @@ export class AppendConflictError extends ConflictError {
 
 export interface AppendRequest {
   readonly subject: string;
-  readonly event: Envelope;
-  /** The subject's last stream sequence as the decision saw it; 0 when the append creates it. */
+  readonly payload: Uint8Array;
+  /** The Nats-Msg-Id: a resend with the same id is stored once. */
+  readonly msgId: string;
+  /** The subject's last stream sequence as the writer knows it; 0 for its first message. */
   readonly expectedSeq: number;
 }
 
 interface Pending {
   readonly request: AppendRequest;
-  readonly payload: Uint8Array;
   resolve(value: Appended): void;
   reject(err: Error): void;
   sentAt: number;
@@ -89,12 +88,12 @@ export class EventStore {
     this.sweeper.unref();
   }
 
-  /** Appends one event. Resolves with its stream sequence; rejects with AppendConflictError or UnavailableError. */
+  /** Appends one message. Resolves with its stream sequence; rejects with AppendConflictError or UnavailableError. */
   append(request: AppendRequest): Promise<Appended> {
     // A command still in flight when the node closes: its ack could never arrive.
     if (this.closed) return Promise.reject(new UnavailableError('event store closed'));
     return new Promise<Appended>((resolve, reject) => {
-      const pending: Pending = { request, payload: encodeEnvelope(request.event), resolve, reject, sentAt: 0, attempts: 0 };
+      const pending: Pending = { request, resolve, reject, sentAt: 0, attempts: 0 };
       this.send(pending);
     });
   }
@@ -117,14 +116,14 @@ export class EventStore {
     const token = this.nextToken++;
     // append, not set: on a fresh set of headers, set's search for an existing key is waste.
     const h = headers();
-    h.append(MSG_ID_HEADER, pending.request.event.id);
+    h.append(MSG_ID_HEADER, pending.request.msgId);
     h.append(EXPECTED_HEADER, String(pending.request.expectedSeq));
     h.append(EXPECTED_STREAM_HEADER, STREAM);
     pending.sentAt = Date.now();
     pending.attempts += 1;
     this.pending.set(token, pending);
     try {
-      this.nc.publish(pending.request.subject, pending.payload, { reply: `${this.inbox}.${token}`, headers: h });
+      this.nc.publish(pending.request.subject, pending.request.payload, { reply: `${this.inbox}.${token}`, headers: h });
     } catch (err) {
       this.pending.delete(token);
       pending.reject(new UnavailableError('publish failed', { cause: err }));

@@ -1,15 +1,16 @@
 /**
  * Every job's current state, folded from the log with the fast fold derived from the machines.
- * It is the command side's snapshot (with the subject's last sequence for guarded appends) and
- * the source every projection is derived from. Events arrive twice on the node that appended
- * them (from its own ack, for read-your-writes, and from the tail); the subject sequence makes
- * the second a no-op.
+ * It is the leader's state to decide against and the source every projection is derived from.
+ * It holds committed events only: a partition's writer applies a commit's events once the
+ * stream acknowledged it. Events may arrive twice on the node that appended them (from its own
+ * ack and from the tail); the event's position makes the second a no-op.
  */
-import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState } from '../../machines/index.js';
+import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState, type Position } from '../../machines/index.js';
 import { eventIdOf, isEventIdOf } from '../ids.js';
 
 export interface HistoryEntry {
-  readonly seq: number;
+  /** The event's position (machines/envelope.ts: commit sequence and index in one number). */
+  readonly seq: Position;
   readonly id: string;
   readonly type: JobEvent['type'];
   readonly time: string;
@@ -20,10 +21,10 @@ export interface JobRecord {
   readonly jobId: string;
   readonly queue: string;
   readonly state: JobState;
-  /** Stream sequence of the subject's last event: the expectation of the next append. */
-  readonly seq: number;
-  /** Stream sequence of `job.submitted`: the last part of the queue order key. */
-  readonly submitSeq: number;
+  /** Position of the job's last event. */
+  readonly seq: Position;
+  /** Position of `job.submitted`: the last part of the queue order key. */
+  readonly submitSeq: Position;
   /**
    * Id of `job.submitted`, the first event (its time is the context's created_at); null when it
    * is `e<job id>`, the id a plain submit (random job id, no command id) gets: most jobs, so the
@@ -66,8 +67,8 @@ export function holdsEvent(record: JobRecord, eventId: string): boolean {
 }
 
 export interface RecordedJobEvent {
-  readonly seq: number;
-  readonly subject: string;
+  /** The event's position in the log. */
+  readonly seq: Position;
   readonly queue: string;
   readonly jobId: string;
   readonly event: JobEvent;
@@ -118,7 +119,7 @@ export class JobStore {
     this.listeners.push(listener);
   }
 
-  /** Folds one recorded event into its job. Idempotent by the subject's sequence. */
+  /** Folds one recorded event into its job. Idempotent by the event's position. */
   apply(recorded: RecordedJobEvent): ApplyResult {
     const before = this.jobs.get(recorded.jobId);
     if (before && recorded.seq <= before.seq) return 'already_applied';

@@ -1,7 +1,7 @@
 /**
- * Follows DOCKET from a sequence and folds every job event into the JobStore. Its position (the
- * last stream sequence up to which everything is applied) is what `waitFor` awaits: a command
- * that lost an append race waits for the tail to pass the winner's sequence, then decides again.
+ * Follows DOCKET from a sequence and folds every commit's events into the JobStore. Its position
+ * (the last stream sequence up to which every commit is applied) is what `waitFor` awaits: a
+ * partition's new writer waits for the tail to pass the partition's tip before deciding.
  *
  * Two ways to move the position. Following: an ordered consumer delivers every event, this
  * node's own included (skipped: they were applied from their acks). Solo: while this node is the
@@ -21,8 +21,9 @@
 import { DeliverPolicy, jetstream, jetstreamManager, type Consumer, type ConsumerMessages, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Logger } from '../logger.js';
-import { decodeEnvelope, isJobEvent, UndecodableEventError } from '../nats/codec.js';
-import { EVENT_SUBJECTS, parseEventSubject, STREAM } from '../nats/subjects.js';
+import { positionOf, type Commit } from '../../machines/index.js';
+import { decodeCommit, envelopeProblem, isJobEvent, UndecodableEventError } from '../nats/codec.js';
+import { LOG_SUBJECTS, parseLogSubject, STREAM } from '../nats/subjects.js';
 import { doublingDelayMs, TRY_AGAIN, withinMs } from '../timing.js';
 import type { JobStore } from './job-store.js';
 
@@ -37,7 +38,7 @@ export interface LogTailOptions {
    * tail follows the stream all the time (a node given a shared connection).
    */
   readonly appendConnection?: NatsConnection;
-  /** The node name this node's events carry in `meta.node`: the consumer's copies of them are not another writer's. */
+  /** The node name this node's commits carry in `writer.node`: the consumer's copies of them are not another writer's. */
   readonly ownNode?: string;
   /** Stop following after this long without another writer. @defaultValue 5000 */
   readonly soloAfterMs?: number;
@@ -129,7 +130,7 @@ export class LogTail {
   private async startConsumer(): Promise<void> {
     const js = jetstream(this.nc);
     const consumer = await js.consumers.get(STREAM, {
-      filter_subjects: EVENT_SUBJECTS,
+      filter_subjects: LOG_SUBJECTS,
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: this.position + 1,
     });
@@ -237,7 +238,7 @@ export class LogTail {
       // heard, one before it is in the last sequence read next (or, stored a moment late, found
       // by the solo checks that follow: within two periods).
       if (!this.hints) {
-        this.hints = appends.subscribe(EVENT_SUBJECTS, { callback: () => this.foreignWriter() });
+        this.hints = appends.subscribe(LOG_SUBJECTS, { callback: () => this.foreignWriter() });
         await appends.flush();
       }
       const heardBefore = this.hintsHeard;
@@ -282,7 +283,7 @@ export class LogTail {
       // The stream leader answers (STREAM.MSG.GET), not any replica as DIRECT.GET would: on a
       // replicated stream a follower that has not stored the newest messages yet says "none",
       // and the fold would skip them. 2.9 takes next_by_subj there though nats.js's type omits it.
-      const query = { seq: from, next_by_subj: EVENT_SUBJECTS };
+      const query = { seq: from, next_by_subj: LOG_SUBJECTS };
       let next;
       try {
         // null only when the stream holds no such message.
@@ -308,34 +309,49 @@ export class LogTail {
   /** Folds one stored message. Public so that a bulk replay can feed the same path. */
   applyMessage(seq: number, subject: string, data: Uint8Array): void {
     if (seq <= this.position) return;
-    const parsed = parseEventSubject(subject);
-    // This node's own appends were applied from their acks: skip decoding them a second time.
-    const known = parsed ? this.store.get(parsed.id) : undefined;
-    if (known && known.seq >= seq) {
-      // already folded
-    } else if (parsed) {
+    if (this.ahead.has(seq)) {
+      // This node's own commit, applied from its ack: the consumer's copy needs no decoding.
+    } else if (parseLogSubject(subject) === null) {
+      this.skipped += 1;
+      if (seq > this.liveFrom) this.lastForeignAt = Date.now();
+    } else {
+      let commit: Commit | undefined;
       try {
-        const event = decodeEnvelope(data);
-        if (seq > this.liveFrom && event.meta?.node !== this.options.ownNode) this.lastForeignAt = Date.now();
-        if (isJobEvent(event)) {
-          const result = this.store.apply({ seq, subject, queue: parsed.queue, jobId: parsed.id, event });
-          if (result === 'refused') this.log.warn({ seq, subject, type: event.type }, 'log event refused by its machine; run docket audit');
-        } else {
-          this.skipped += 1;
-        }
+        commit = decodeCommit(data);
       } catch (err) {
         // Never let one message stop the tail: the consumer would stop delivering silently.
         this.skipped += 1;
         if (seq > this.liveFrom) this.lastForeignAt = Date.now();
-        if (err instanceof UndecodableEventError) this.log.warn({ seq, subject, err }, 'undecodable event skipped');
-        else this.log.error({ seq, subject, err }, 'folding an event failed');
+        this.log.warn({ seq, subject, err }, err instanceof UndecodableEventError ? 'undecodable commit skipped' : 'reading a commit failed');
       }
-    } else {
-      this.skipped += 1;
-      if (seq > this.liveFrom) this.lastForeignAt = Date.now();
+      if (commit) {
+        if (seq > this.liveFrom && commit.writer.node !== this.options.ownNode) this.lastForeignAt = Date.now();
+        this.applyCommit(seq, commit);
+      }
     }
     // The consumer delivers in stream order: a sequence it skips was deleted.
     this.advance(seq);
+  }
+
+  /** Folds the events of a commit stored at `seq`; one that its machine refuses is skipped with an error log. */
+  applyCommit(seq: number, commit: Commit): void {
+    const { events } = commit;
+    for (let index = 0; index < events.length; index++) {
+      const event = events[index]!;
+      try {
+        const problem = envelopeProblem(event);
+        if (problem !== null) throw new UndecodableEventError(problem);
+        if (!isJobEvent(event) || event.queue === undefined) {
+          this.skipped += 1;
+          continue;
+        }
+        const result = this.store.apply({ seq: positionOf(seq, index), queue: event.queue, jobId: event.aggregate.id, event });
+        if (result === 'refused') this.log.error({ seq, index, type: event.type, aggregate: event.aggregate }, 'log event refused by its machine; skipped (run docket audit)');
+      } catch (err) {
+        this.skipped += 1;
+        this.log.error({ seq, index, err }, 'folding an event failed; skipped');
+      }
+    }
   }
 
   /** Everything up to `seq` is applied; own appends applied past it may close the gap. */

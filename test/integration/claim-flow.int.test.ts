@@ -206,7 +206,7 @@ describe('claim requests', () => {
       // Each node decides on its own view and appends, as two nodes both believing they lead would.
       const claimOn = (n: DocketNode, jobId: string) =>
         transitionJob(n.context, jobId, undefined, (current, eventId) =>
-          envelope(n.context, 'job.claimed', current.queue, eventId, { run_id: `${n.name}-${jobId.slice(0, 8)}`, worker: n.name, host: 'h', pid: 1, version: 'v', lease_ms: 60_000 }),
+          envelope(n.context, 'job.claimed', current, eventId, { run_id: `${n.name}-${jobId.slice(0, 8)}`, worker: n.name, host: 'h', pid: 1, version: 'v', lease_ms: 60_000 }),
         );
       const winners: { job_id: string; run_id: string }[] = [];
       for (const jobId of ids) {
@@ -708,7 +708,7 @@ describe('recovery by replay', () => {
       await node.close();
       expect(follower.leadership.isLeader(queue)).toBe(false);
       await transitionJob(follower.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
-        envelope(follower.context, 'job.failed', current.queue, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
+        envelope(follower.context, 'job.failed', current, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
       );
       failedAt = clock.now();
       await fence(follower);
@@ -758,7 +758,7 @@ describe('keys and retries', () => {
       await node.close();
       // The failure lands while no node leads the queue: its retry is not created yet.
       await transitionJob(follower.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
-        envelope(follower.context, 'job.failed', current.queue, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
+        envelope(follower.context, 'job.failed', current, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
       );
       // Meanwhile a user submits the same key: no live job holds it, so a new job is created.
       const reply = await client.submit({ queue, key: 'subject-10' });
@@ -792,7 +792,7 @@ describe('keys and retries across nodes', () => {
       // and right after, a user's submit of the same key lands there too: on that node the key
       // is free (the failed job is not live, its retry does not exist yet).
       await transitionJob(other.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
-        envelope(other.context, 'job.failed', current.queue, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
+        envelope(other.context, 'job.failed', current, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
       );
       const reply = await callNode(other, 'submit', { queue, key: 'subject-11' });
       expect(reply.ok).toBe(true);
@@ -863,7 +863,7 @@ describe('claims whose append is refused', () => {
       const taken = take.call(node.queueOrder, q);
       if (taken === jobId) {
         order.take = take;
-        void transitionJob(node.context, jobId, 'race-cancel', (current, eventId) => envelope(node.context, 'job.cancelled', current.queue, eventId, { reason: 'race' }));
+        void transitionJob(node.context, jobId, 'race-cancel', (current, eventId) => envelope(node.context, 'job.cancelled', current, eventId, { reason: 'race' }));
       }
       return taken;
     };

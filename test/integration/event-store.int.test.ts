@@ -5,7 +5,6 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, expect, test, vi } from 'vitest';
-import { ENVELOPE_VERSION, type JobEvent } from '../../machines/index.js';
 import { EventStore } from '../../src/store/event-store.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 
@@ -22,20 +21,17 @@ afterAll(async () => {
   await server.stop();
 });
 
-const event: JobEvent = {
-  v: ENVELOPE_VERSION, id: 'eevents0001', type: 'job.cancelled', time: new Date(0).toISOString(), queue: 'q',
-  data: { reason: null }, meta: { node: 'test' },
-};
+const payload = Buffer.from('{"v":2}');
 
 test('appends waiting to be sent again when the store closes, or asked for after, are answered unavailable', async () => {
   // No DOCKET on this server: every publish gets "no responders", and the append backs off.
   const store = new EventStore(nc, { maxAttempts: 100 });
-  const appended = store.append({ subject: 'docket.evt.job.q.j1', event, expectedSeq: 0 });
+  const appended = store.append({ subject: 'docket.log.q.q', payload, msgId: 'c1', expectedSeq: 0 });
   const waiting = (): number => (store as unknown as { backingOff: Map<unknown, unknown> }).backingOff.size;
   await vi.waitFor(() => expect(waiting()).toBe(1));
   await store.close();
   await expect(appended).rejects.toMatchObject({ code: 'unavailable', message: 'event store closed' });
   expect(waiting()).toBe(0);
   // And one asked for after the close is answered at once, not left waiting for an ack.
-  await expect(store.append({ subject: 'docket.evt.job.q.j2', event, expectedSeq: 0 })).rejects.toMatchObject({ code: 'unavailable', message: 'event store closed' });
+  await expect(store.append({ subject: 'docket.log.q.q', payload, msgId: 'c2', expectedSeq: 0 })).rejects.toMatchObject({ code: 'unavailable', message: 'event store closed' });
 });

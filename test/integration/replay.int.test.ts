@@ -60,7 +60,7 @@ type EventData<T extends JobEvent['type']> = Extract<JobEvent, { type: T }>['dat
 
 /** Appends one job event through the node's write path (the machines decide; no worker API yet). */
 async function append<T extends JobEvent['type']>(node: DocketNode, jobId: string, type: T, data: EventData<T>): Promise<void> {
-  await transitionJob(node.context, jobId, undefined, (record, eventId) => envelope(node.context, type, record.queue, eventId, data as never) as JobEvent);
+  await transitionJob(node.context, jobId, undefined, (record, eventId) => envelope(node.context, type, record, eventId, data as never) as JobEvent);
 }
 
 const claimData = (runId: string): EventData<'job.claimed'> => ({ run_id: runId, worker: 'w1', host: 'test-host', pid: 4242, version: '0.1.0', lease_ms: 30_000 });

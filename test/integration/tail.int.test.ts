@@ -12,7 +12,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vite
 import type { Client } from '../../src/client/client.js';
 import { envelope } from '../../src/commands/handle-command.js';
 import { JobDefaults } from '../../src/commands/limits.js';
-import { subjects } from '../../src/nats/subjects.js';
+import { queuePartition, subjects } from '../../src/nats/subjects.js';
+import { encodeCommit } from '../../src/nats/codec.js';
+import { positionOf } from '../../machines/index.js';
 import type { DocketNode } from '../../src/node.js';
 import { connect } from '@nats-io/transport-node';
 import { startNode } from '../../src/node.js';
@@ -53,11 +55,13 @@ async function goSolo(node: DocketNode): Promise<void> {
 
 /** A job.submitted appended on the node's own append connection without telling its tail: no hint, no ack seen. */
 async function appendUnannounced(node: DocketNode, queue: string, jobId: string): Promise<number> {
-  const event = envelope(node.context, 'job.submitted', queue, `e${jobId}`, {
+  const event = envelope(node.context, 'job.submitted', { queue, jobId }, `e${jobId}`, {
     job_id: jobId, key: null, params: {}, priority: 5, position: null, run_at: new Date().toISOString(),
     max_attempts: JobDefaults.maxAttempts, backoff: JobDefaults.backoff, attempt: 1, retry_of: null, waiting: false,
   });
-  const { seq } = await node.context.events.append({ subject: subjects.job(queue, jobId), event, expectedSeq: 0 });
+  const partition = queuePartition(queue);
+  const payload = encodeCommit({ v: 2, commit: `hidden.${jobId}`, partition, writer: { node: node.name, epoch: 0 }, prev_hash: null, events: [event] });
+  const { seq } = await node.events.append({ subject: subjects.partition(partition), payload, msgId: `hidden.${jobId}`, expectedSeq: 0 });
   return seq;
 }
 
@@ -90,7 +94,7 @@ describe('the log tail while this node is the only writer', () => {
     const hidden = await appendUnannounced(a, queue, 'hiddengap0000000000000000000000001');
     expect(a.store.get('hiddengap0000000000000000000000001')).toBeUndefined();
     await callNode(a, 'submit', { queue, params: { after: hidden } });
-    await vi.waitFor(() => expect(a.store.get('hiddengap0000000000000000000000001')?.seq).toBe(hidden));
+    await vi.waitFor(() => expect(a.store.get('hiddengap0000000000000000000000001')?.seq).toBe(positionOf(hidden, 0)));
     expect(a.tail.following).toBe(true);
   });
 
@@ -99,7 +103,7 @@ describe('the log tail while this node is the only writer', () => {
     await goSolo(a);
     const hidden = await appendUnannounced(a, queue, 'hiddenwait000000000000000000000001');
     await a.tail.waitFor(hidden);
-    expect(a.store.get('hiddenwait000000000000000000000001')?.seq).toBe(hidden);
+    expect(a.store.get('hiddenwait000000000000000000000001')?.seq).toBe(positionOf(hidden, 0));
     expect(a.tail.following).toBe(true);
   });
 
@@ -124,7 +128,7 @@ describe('the log tail while this node is the only writer', () => {
     expect(a.tail.following).toBe(false);
     await a.tail.check(); // the position has not passed it: follow
     expect(a.tail.following).toBe(true);
-    await vi.waitFor(() => expect(a.store.get('hiddencheck00000000000000000000001')?.seq).toBe(hidden));
+    await vi.waitFor(() => expect(a.store.get('hiddencheck00000000000000000000001')?.seq).toBe(positionOf(hidden, 0)));
   });
 
   test('a node that starts while nobody else writes stops following once the log is folded, not a check period later', async () => {

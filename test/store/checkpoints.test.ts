@@ -126,7 +126,7 @@ describe('checkpoint file', () => {
           const jobId = `${JOB_ID}-${i}`;
           for (const event of events) {
             const e = event.type === 'job.submitted' ? { ...event, data: { ...event.data, job_id: jobId } } : event;
-            if (store.apply({ seq: ++seq, subject: `docket.evt.job.${QUEUE}.${jobId}`, queue: QUEUE, jobId, event: e }) === 'applied') file.changed(jobId);
+            if (store.apply({ seq: ++seq, queue: QUEUE, jobId, event: e }) === 'applied') file.changed(jobId);
           }
         }
         await file.write(seq, store);

@@ -20,7 +20,7 @@ describe('job store: the submit event id', () => {
     ['a command submit (another id): held as is', 'j-cmd', 'eCommandDerived123', 'eCommandDerived123'],
   ])('%s', (_name, jobId, eventId, stored) => {
     const store = new JobStore();
-    expect(store.apply({ seq: 7, subject: `docket.evt.job.${QUEUE}.${jobId}`, queue: QUEUE, jobId, event: submitted(jobId, eventId) })).toBe('applied');
+    expect(store.apply({ seq: 7, queue: QUEUE, jobId, event: submitted(jobId, eventId) })).toBe('applied');
     const record = store.get(jobId)!;
     expect(record.submitId).toBe(stored);
     expect(submitIdOf(record)).toBe(eventId);

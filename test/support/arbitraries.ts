@@ -45,14 +45,15 @@ export interface EnvelopeOptions {
 
 let envelopeCounter = 0;
 
-/** Wraps `data` in DESIGN's envelope `{ v:1, id, type, time, queue, data, meta:{node} }`. */
+/** Wraps `data` in DESIGN's envelope `{ id, type, time, aggregate, queue, data, meta:{node} }`. */
 export function jobEvent<T extends JobEventType>(type: T, data: JobEventDataOf<T>, options: EnvelopeOptions = {}): JobEventOf<T> {
   envelopeCounter += 1;
+  const jobId = (data as { job_id?: unknown }).job_id;
   return {
-    v: 1,
     id: options.id ?? `evt-${envelopeCounter}`,
     type,
     time: options.time ?? at(0),
+    aggregate: { kind: 'job', id: typeof jobId === 'string' ? jobId : 'job-1' },
     queue: options.queue ?? QUEUE,
     data,
     meta: { node: options.node ?? NODE },

@@ -16,7 +16,8 @@ import { Client } from '../../src/client/client.js';
 import type { CommandHandler } from '../../src/commands/command-service.js';
 import type { ErrorBody } from '../../src/errors.js';
 import { canonicalJson } from '../../src/ids.js';
-import { subjects, STREAM } from '../../src/nats/subjects.js';
+import { decodeCommit } from '../../src/nats/codec.js';
+import { queuePartition, subjects, STREAM } from '../../src/nats/subjects.js';
 import { startNode, type DocketNode, type DocketOptions } from '../../src/node.js';
 import type { QueueProgress } from '../../src/projections/progress.js';
 import type { Logger } from '../../src/logger.js';
@@ -134,8 +135,14 @@ export function request(nc: NatsConnection, verb: string, body: unknown, timeout
 }
 
 export interface StoredEvent {
+  /** Stream sequence of the commit holding the event. */
   readonly seq: number;
+  /** The event's index in its commit. */
+  readonly index: number;
+  /** The live subject of its aggregate (`docket.evt.job.<queue>.<id>`). */
   readonly subject: string;
+  readonly jobId: string;
+  /** The commit's Nats-Msg-Id (its commit id). */
   readonly msgId: string | null;
   /** When the server stored it (ms since the epoch). */
   readonly time: number;
@@ -144,13 +151,14 @@ export interface StoredEvent {
   readonly data: Record<string, unknown>;
 }
 
-/** Every event of `queue` (all job subjects of the queue) on the stream, in order. */
+/** Every event of `queue` (its partition's commits, unpacked) on the stream, in order. */
 export async function queueLog(nc: NatsConnection, queue: string): Promise<StoredEvent[]> {
   const out: StoredEvent[] = [];
-  const decoder = new TextDecoder();
-  for await (const m of readLog(nc, { filter: subjects.jobs(queue) })) {
-    const env = JSON.parse(decoder.decode(m.data)) as { type: string; id: string; data: Record<string, unknown> };
-    out.push({ seq: m.seq, subject: m.subject, msgId: m.msgId, time: m.time, type: env.type, id: env.id, data: env.data });
+  for await (const m of readLog(nc, { filter: subjects.partition(queuePartition(queue)) })) {
+    decodeCommit(m.data).events.forEach((env, index) => {
+      const jobId = env.aggregate.id;
+      out.push({ seq: m.seq, index, subject: subjects.job(queue, jobId), jobId, msgId: m.msgId, time: m.time, type: env.type, id: env.id, data: env.data as Record<string, unknown> });
+    });
   }
   return out;
 }

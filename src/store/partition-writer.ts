@@ -1,0 +1,272 @@
+/**
+ * The one writer of a partition (DESIGN: "Group commit"), on the node that leads it. Events the
+ * leader decided join the partition's next commit; at most one commit is in flight, and
+ * everything decided while it flies goes into the next one, so the per-message cost of NATS is
+ * paid once per commit, not once per event. A commit appends with the expected last subject
+ * sequence of the partition's previous commit: a deposed writer's append is refused by the server.
+ *
+ * Decisions are made against committed state only. An aggregate with events waiting in this
+ * writer is busy: the next decision on it waits for that commit (`settled`), so no decision ever
+ * rests on an event that might not be stored, and a failed commit needs no rollback, only
+ * answers. Events are applied (store, tail, live events) by `onCommitted` after the ack.
+ */
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { COMMIT_VERSION, positionOf, type Commit, type Envelope, type Position } from '../../machines/index.js';
+import { InvalidRequestError, UnavailableError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { commitHash } from '../nats/codec.js';
+import { MSG_ID_HEADER, STREAM, subjects } from '../nats/subjects.js';
+import { AppendConflictError, type EventStore } from './event-store.js';
+
+/** A commit's bounds: well under the server's default max payload (1 MiB) with its headers. */
+export const COMMIT_LIMITS = { maxEvents: 4_096, maxBytes: 900 * 1024 } as const;
+
+/** The partition's last commit as this writer knows it. */
+export interface PartitionTip {
+  /** Stream sequence of the partition's last commit; 0 when it has none. */
+  readonly seq: number;
+  /** commitHash of that commit's payload; null when it has none. */
+  readonly hash: string | null;
+}
+
+/** A commit the stream acknowledged, handed to the node to fold and announce. */
+export interface CommittedCommit {
+  readonly seq: number;
+  readonly commit: Commit;
+  /** Each event's JSON as it stands in the payload (for live events without a second stringify). */
+  readonly eventJson: readonly string[];
+}
+
+interface Item {
+  readonly events: readonly Envelope[];
+  readonly json: readonly string[];
+  readonly bytes: number;
+  readonly resolve: (positions: Position[]) => void;
+  readonly reject: (err: Error) => void;
+}
+
+interface Busy {
+  count: number;
+  readonly waiters: (() => void)[];
+}
+
+export interface PartitionWriterOptions {
+  readonly partition: string;
+  readonly node: string;
+  /** The lease epoch this writer holds the partition under. */
+  readonly epoch: number;
+  readonly tip: PartitionTip;
+  /** Folds an acknowledged commit into this node (store, tail position, live events). */
+  readonly onCommitted: (committed: CommittedCommit) => void;
+  /** Waits until this node has folded the log up to `seq` (after a foreign commit). */
+  readonly refoldTo: (seq: number) => Promise<void>;
+  readonly log: Logger;
+}
+
+/** Reads a partition's last commit from the stream leader. */
+export async function readPartitionTip(jsm: JetStreamManager, partition: string): Promise<PartitionTip & { msgId: string | null }> {
+  const m = await jsm.streams.getMessage(STREAM, { last_by_subj: subjects.partition(partition) });
+  if (!m) return { seq: 0, hash: null, msgId: null };
+  return { seq: m.seq, hash: commitHash(m.data), msgId: m.header?.get(MSG_ID_HEADER) ?? null };
+}
+
+export class PartitionWriter {
+  readonly partition: string;
+  private readonly subject: string;
+  private tip: PartitionTip;
+  private counter = 0;
+  private queued: Item[] = [];
+  private inFlight = false;
+  private flushScheduled = false;
+  private readonly busy = new Map<string, Busy>();
+  private closedWith: Error | undefined;
+  /** Resolves once this node has folded the partition to the tip: nothing is decided before. */
+  private gate: Promise<void> = Promise.resolve();
+  private jsm: JetStreamManager | undefined;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly store: EventStore,
+    private readonly options: PartitionWriterOptions,
+  ) {
+    this.partition = options.partition;
+    this.subject = subjects.partition(options.partition);
+    this.tip = options.tip;
+    this.gate = options.refoldTo(options.tip.seq);
+  }
+
+  get epoch(): number {
+    return this.options.epoch;
+  }
+
+  /** Resolves when decisions may be made (the partition is folded to its tip); rejects once closed. */
+  async ready(): Promise<void> {
+    await this.gate;
+    if (this.closedWith) throw this.closedWith;
+  }
+
+  /** Whether an event of this aggregate waits in the writer: decide on it only after `settled`. */
+  isBusy(aggregateId: string): boolean {
+    return this.busy.has(aggregateId);
+  }
+
+  /** Resolves once no event of this aggregate waits in the writer. */
+  settled(aggregateId: string): Promise<void> {
+    const busy = this.busy.get(aggregateId);
+    if (!busy) return Promise.resolve();
+    return new Promise((resolve) => busy.waiters.push(resolve));
+  }
+
+  /**
+   * Adds decided events to the next commit; resolves with their positions once it is stored and
+   * folded. Marks their aggregates busy at once (synchronously), so the caller's decision and
+   * this call cannot be split by another decision on the same aggregate.
+   */
+  append(events: readonly Envelope[]): Promise<Position[]> {
+    if (this.closedWith) return Promise.reject(this.closedWith);
+    const json = events.map((event) => JSON.stringify(event));
+    const bytes = json.reduce((sum, j) => sum + j.length + 1, 0);
+    if (bytes > COMMIT_LIMITS.maxBytes - 1024 || events.length > COMMIT_LIMITS.maxEvents) {
+      return Promise.reject(new InvalidRequestError(`events of ${bytes} bytes do not fit in one commit (limit ${COMMIT_LIMITS.maxBytes})`));
+    }
+    for (const event of events) this.markBusy(event.aggregate.id);
+    return new Promise<Position[]>((resolve, reject) => {
+      this.queued.push({ events, json, bytes, resolve, reject });
+      this.scheduleFlush();
+    });
+  }
+
+  /** Refuses everything waiting (the node lost the partition, or stops). */
+  close(reason: Error): void {
+    if (this.closedWith) return;
+    this.closedWith = reason;
+    const waiting = this.queued;
+    this.queued = [];
+    this.fail(waiting, reason);
+  }
+
+  private markBusy(id: string): void {
+    const busy = this.busy.get(id);
+    if (busy) busy.count += 1;
+    else this.busy.set(id, { count: 1, waiters: [] });
+  }
+
+  private release(items: readonly Item[]): void {
+    for (const item of items) {
+      for (const event of item.events) {
+        const id = event.aggregate.id;
+        const busy = this.busy.get(id);
+        if (!busy) continue;
+        busy.count -= 1;
+        if (busy.count > 0) continue;
+        this.busy.delete(id);
+        for (const wake of busy.waiters) wake();
+      }
+    }
+  }
+
+  private fail(items: readonly Item[], err: Error): void {
+    this.release(items);
+    for (const item of items) item.reject(err);
+  }
+
+  /**
+   * Sends at once when idle, but after the current I/O callbacks: a burst decided in one turn of
+   * the event loop (a batch submit, claims for many slots) goes out as one commit.
+   */
+  private scheduleFlush(): void {
+    if (this.inFlight || this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      void this.flush();
+    });
+  }
+
+  private take(): Item[] {
+    const items: Item[] = [];
+    let events = 0;
+    let bytes = 256;
+    while (this.queued.length > 0) {
+      const next = this.queued[0]!;
+      if (items.length > 0 && (events + next.events.length > COMMIT_LIMITS.maxEvents || bytes + next.bytes > COMMIT_LIMITS.maxBytes)) break;
+      items.push(this.queued.shift()!);
+      events += next.events.length;
+      bytes += next.bytes;
+    }
+    return items;
+  }
+
+  private async flush(): Promise<void> {
+    if (this.inFlight || this.closedWith || this.queued.length === 0) return;
+    this.inFlight = true;
+    const items = this.take();
+    try {
+      await this.gate;
+      await this.commit(items);
+    } catch (err) {
+      this.fail(items, err instanceof Error ? err : new UnavailableError(String(err)));
+    } finally {
+      this.inFlight = false;
+      if (this.queued.length > 0) this.scheduleFlush();
+    }
+  }
+
+  private async commit(items: readonly Item[]): Promise<void> {
+    if (this.closedWith) throw this.closedWith;
+    const { node, epoch } = this.options;
+    const id = `${node}.${epoch}.${++this.counter}`;
+    const events = items.flatMap((item) => item.events);
+    const eventJson = items.flatMap((item) => item.json);
+    // The events are stringified once, when they joined; the commit is assembled around them.
+    const head = JSON.stringify({ v: COMMIT_VERSION, commit: id, partition: this.partition, writer: { node, epoch }, prev_hash: this.tip.hash });
+    const payload = Buffer.from(`${head.slice(0, -1)},"events":[${eventJson.join(',')}]}`);
+    let seq: number;
+    try {
+      ({ seq } = await this.store.append({ subject: this.subject, payload, msgId: id, expectedSeq: this.tip.seq }));
+    } catch (err) {
+      seq = await this.reconcile(id, err);
+    }
+    const commit: Commit = { v: COMMIT_VERSION, commit: id, partition: this.partition, writer: { node, epoch }, prev_hash: this.tip.hash, events };
+    this.tip = { seq, hash: commitHash(payload) };
+    this.options.onCommitted({ seq, commit, eventJson });
+    this.release(items);
+    let index = 0;
+    for (const item of items) {
+      const positions = item.events.map(() => positionOf(seq, index++));
+      item.resolve(positions);
+    }
+  }
+
+  /**
+   * A commit that was refused or whose fate is unknown. If the partition's tip is this very
+   * commit (an earlier send landed late), it is stored: go on. Otherwise its events are not in
+   * the log: refuse them, and after a foreign commit fold to it before deciding anything else.
+   */
+  private async reconcile(id: string, err: unknown): Promise<number> {
+    this.jsm ??= await jetstreamManager(this.nc);
+    let tip;
+    try {
+      tip = await readPartitionTip(this.jsm, this.partition);
+    } catch (readErr) {
+      this.options.log.warn({ err: readErr, partition: this.partition }, 'cannot read the partition tip after a failed commit');
+      throw new UnavailableError(`commit to ${this.partition} failed and its fate is unknown; retry`, { cause: err });
+    }
+    if (tip.msgId === id) return tip.seq;
+    if (err instanceof AppendConflictError && tip.seq !== this.tip.seq) {
+      // Another writer appended (a lease we thought we held, or a deposed leader's late send).
+      // Everything decided here since rests on a state without its commit: refuse it all.
+      this.options.log.warn({ partition: this.partition, expected: this.tip.seq, found: tip.seq }, 'a foreign commit in the partition; folding it before deciding again');
+      this.tip = { seq: tip.seq, hash: tip.hash };
+      const stale = this.queued;
+      this.queued = [];
+      const reason = new UnavailableError(`partition ${this.partition} moved under its writer; retry`, { cause: err });
+      this.fail(stale, reason);
+      this.gate = this.options.refoldTo(tip.seq);
+      throw reason;
+    }
+    if (err instanceof Error && !(err instanceof AppendConflictError)) throw err;
+    throw new UnavailableError(`commit to ${this.partition} failed; retry`, { cause: err });
+  }
+}
