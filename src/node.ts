@@ -223,7 +223,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1);
-  const router = new PartitionRouter(nc, leadership, root.child({ component: 'router' }));
+  const router = new PartitionRouter(nc, leadership, tail, root.child({ component: 'router' }));
   router.register('submit', async (_queue, body) => ({ jobs: await submitPart(context, body as SubmitPart) }));
   router.register('cancel', (_queue, body) => cancelJob(context, body as CancelCommand));
   router.register('retry', (_queue, body) => retryJob(context, body as RetryCommand));
@@ -316,6 +316,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     if (leading) {
       const opening = openWriter(queue, leadership.epochOf(queue));
       writers.set(queue, opening);
+      // Claims are taken at once; they are decided once the writer is ready.
+      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue })));
       // Recovery on start or takeover (DESIGN's matrix), once the partition is folded to its
       // tip: fresh leases for running jobs, missing retries, then dispatch.
       opening
@@ -324,8 +326,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
           if (writers.get(queue) !== opening) return;
           leases.adopt(queue, store.values());
           retrier.adopt(queue, store.values());
-          if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue })));
-          dispatchers.get(queue)!.pump();
+          dispatchers.get(queue)?.pump();
         })
         .catch((err: unknown) => log.warn({ err, queue }, 'cannot start writing the partition'));
     } else {

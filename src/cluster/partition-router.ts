@@ -8,6 +8,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { coerceError, DocketError, fromErrorBody, UnavailableError, type ErrorBody } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { subjects } from '../nats/subjects.js';
+import { withinMs } from '../timing.js';
 import type { LeaderInfo, Leadership } from './leadership.js';
 
 /** A write run on the leader: the body as forwarded (JSON), the reply's fields. */
@@ -15,6 +16,16 @@ export type PartitionOperation = (queue: string, body: unknown) => Promise<Recor
 
 /** How long a forwarded write may take on the leader (a large batch is many commits). */
 const FORWARD_TIMEOUT_MS = 60_000;
+/** How long the forwarding node waits to fold the leader's commits before it answers. */
+const READ_YOUR_WRITES_MAX_MS = 2_000;
+/** The leader's log position after a forwarded write, carried back beside the reply's fields. */
+const FOLDED_TO = '_folded_to';
+
+/** What the router needs of the node's log tail. */
+export interface FoldedPosition {
+  readonly position: number;
+  waitFor(seq: number): Promise<void>;
+}
 
 interface Forwarded {
   readonly op: string;
@@ -30,6 +41,7 @@ export class PartitionRouter {
   constructor(
     private readonly nc: NatsConnection,
     private readonly leadership: Leadership,
+    private readonly tail: FoldedPosition,
     private readonly log: Logger,
   ) {}
 
@@ -74,7 +86,9 @@ export class PartitionRouter {
         const reply = await this.nc.request(subjects.forwarded(leader.node, queue), JSON.stringify({ op, body } satisfies Forwarded), { timeout: FORWARD_TIMEOUT_MS });
         const answer = reply.json<{ ok: boolean; error?: ErrorBody } & Record<string, unknown>>();
         if (!answer.ok) throw fromErrorBody(answer.error ?? { code: 'unavailable', message: 'the leader answered without a reply' });
-        const { ok: _ok, ...fields } = answer;
+        const { ok: _ok, [FOLDED_TO]: foldedTo, ...fields } = answer;
+        // Read-your-writes through this node: a `get` here right after sees what the leader wrote.
+        if (typeof foldedTo === 'number') await withinMs(READ_YOUR_WRITES_MAX_MS, this.tail.waitFor(foldedTo));
         return fields;
       } catch (err) {
         if (err instanceof DocketError) throw err;
@@ -98,7 +112,7 @@ export class PartitionRouter {
     try {
       if (!this.leadership.isLeader(queue)) throw new UnavailableError(`this node does not lead ${queue}; retry`);
       const { op, body } = msg.json<Forwarded>();
-      reply = { ok: true, ...(await this.local(queue, op, body)) };
+      reply = { ok: true, ...(await this.local(queue, op, body)), [FOLDED_TO]: this.tail.position };
     } catch (err) {
       if (!(err instanceof DocketError)) this.log.error({ err, queue }, 'forwarded write failed');
       reply = { ok: false, error: (err instanceof DocketError ? err : new UnavailableError(coerceError(err).message)).toBody() };

@@ -1,4 +1,5 @@
 /** Read-side commands: get, list, progress. They read projections and never append. */
+import { commitSeqOf, indexOf } from '../../machines/index.js';
 import { NotFoundError } from '../errors.js';
 import type { Progress, QueueProgress } from '../projections/progress.js';
 import type { QueueIndex } from '../projections/queue-index.js';
@@ -39,7 +40,9 @@ export function toSummary(record: JobRecord): JobSummary {
     created_at: c.created_at,
     finished_at: c.finished_at,
     end_reason: c.end_reason,
-    seq: record.submitSeq,
+    // The position of its job.submitted: (commit sequence, index in the commit).
+    seq: commitSeqOf(record.submitSeq),
+    index: indexOf(record.submitSeq),
   };
 }
 
@@ -48,7 +51,7 @@ export function toDetail(record: JobRecord) {
   return {
     job: { ...toSummary(record), params: record.state.job.context.params, backoff: record.state.job.context.backoff },
     run: run.value === 'none' ? null : { status: run.value, ...run.context },
-    history: historyOf(record).map((h) => ({ seq: h.seq, type: h.type, time: h.time, id: h.id })),
+    history: historyOf(record).map((h) => ({ seq: commitSeqOf(h.seq), index: indexOf(h.seq), type: h.type, time: h.time, id: h.id })),
   };
 }
 

@@ -8,6 +8,8 @@
  * advances the clock, never by sleeping. Each test takes its own queue and leaves no run open
  * (checked after each test), so a clock move in one test lapses nothing of another's.
  */
+import { queuePartition } from '../../src/nats/subjects.js';
+import { PartitionWriter, readPartitionTip } from '../../src/store/partition-writer.js';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -195,7 +197,7 @@ describe('claim requests', () => {
     expect(typo.json()).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
   });
 
-  test('two dispatchers racing to claim one job (split brain): one run opens, the other is refused', async ({ task }) => {
+  test('two writers of one partition (split brain): the deposed one is refused by the stream, one run opens per job', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const other = await startFileNode();
     try {
@@ -203,22 +205,35 @@ describe('claim requests', () => {
       for (let i = 0; i < 10; i++) ids.push(await submit(queue));
       await caughtUp(other, jsm);
       await caughtUp(node, jsm);
-      // Each node decides on its own view and appends, as two nodes both believing they lead would.
-      const claimOn = (n: DocketNode, jobId: string) =>
-        transitionJob(n.context, jobId, undefined, (current, eventId) =>
-          envelope(n.context, 'job.claimed', current, eventId, { run_id: `${n.name}-${jobId.slice(0, 8)}`, worker: n.name, host: 'h', pid: 1, version: 'v', lease_ms: 60_000 }),
-        );
+      expect(node.leadership.isLeader(queue)).toBe(true);
+      // `other` believes it leads too (a lease it thinks it still holds): a writer of its own on
+      // the same partition, from the same tip.
+      const partition = queuePartition(queue);
+      const tip = await readPartitionTip(jsm, partition);
+      const rogue = new PartitionWriter(other.nc, other.events, {
+        partition, node: other.name, epoch: 1, tip, onCommitted: () => undefined, refoldTo: (seq) => other.tail.waitFor(seq), log: other.log,
+      });
+      const claimEvent = (n: DocketNode, jobId: string) =>
+        envelope(n.context, 'job.claimed', { queue, jobId }, `e${n.name}${jobId}`, { run_id: `${n.name}-${jobId.slice(0, 8)}`, worker: n.name, host: 'h', pid: 1, version: 'v', lease_ms: 60_000 });
       const winners: { job_id: string; run_id: string }[] = [];
       for (const jobId of ids) {
-        const [a, b] = await Promise.allSettled([claimOn(node, jobId), claimOn(other, jobId)]);
+        const [a, b] = await Promise.allSettled([
+          transitionJob(node.context, jobId, undefined, () => claimEvent(node, jobId)),
+          rogue.append([claimEvent(other, jobId)]),
+        ]);
+        // Both decided the same claim from the same tip: the stream stores one commit, and the
+        // other writer is refused (`unavailable`, after reading the foreign tip), never both.
         const won = [a, b].filter((r) => r.status === 'fulfilled');
-        const lost = [a, b].filter((r) => r.status === 'rejected');
+        const lost = [a, b].filter((r): r is PromiseRejectedResult => r.status === 'rejected');
         expect(won).toHaveLength(1);
         expect(lost).toHaveLength(1);
-        expect((lost[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'invalid_transition' });
-        const record = (won[0] as PromiseFulfilledResult<Awaited<ReturnType<typeof claimOn>>>).value.record;
+        expect(lost[0]!.reason).toMatchObject({ code: 'unavailable' });
+        await caughtUp(node, jsm);
+        const record = node.store.get(jobId)!;
+        expect(record.state.run.value).toBe('running');
         winners.push({ job_id: jobId, run_id: record.state.run.context.run_id! });
       }
+      rogue.close(new Error('test over'));
       const log = await queueLog(nc, queue);
       expect(log.filter((e) => e.type === 'job.claimed')).toHaveLength(10);
       expect(doubleOpenRuns(log)).toEqual([]);

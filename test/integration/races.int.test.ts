@@ -100,7 +100,8 @@ describe('two nodes racing', () => {
       } else {
         expect(fa['job_id']).toBe(fb['job_id']);
       }
-      expect(await streamMessages(jsm)).toBe(before + n);
+      // Group commits: the n events may share commits.
+      expect(await streamMessages(jsm)).toBeGreaterThan(before);
       expect((await queueLog(nc, queue)).filter((e) => e.type === 'job.submitted')).toHaveLength(n);
       await nodesAgree(queue);
     },

@@ -12,6 +12,7 @@ import { Client, type RecordedEvent } from '../../src/client/client.js';
 import type { ClaimedJob } from '../../src/commands/schemas.js';
 import type { ErrorBody } from '../../src/errors.js';
 import { subjects, type WorkVerb } from '../../src/nats/subjects.js';
+import { commitSeqOf } from '../../machines/index.js';
 import type { DocketNode } from '../../src/node.js';
 import type { JobRecord, JobStore } from '../../src/store/job-store.js';
 import type { StoredEvent } from './docket.js';
@@ -188,7 +189,7 @@ export async function fence(node: DocketNode, fenceQueue = 'fence'): Promise<voi
   const reply = (await handler({ queue: fenceQueue, params: { fence: ++fenceSerial } }, undefined as never)) as { job_id: string };
   const record = node.store.get(reply.job_id);
   if (!record) throw new Error('fence job missing from its own node');
-  await node.tail.waitFor(record.seq);
+  await node.tail.waitFor(commitSeqOf(record.seq));
   // Leave no queued job behind in the fence queue's order: cancel it through the same door.
   const cancel = (node.commands as unknown as { handlers: Map<string, (body: unknown, msg: never) => Promise<unknown>> }).handlers.get('cancel')!;
   await cancel({ job_id: reply.job_id }, undefined as never);
