@@ -314,21 +314,22 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   });
   leadership.onChange((queue, leading) => {
     if (leading) {
-      const opening = openWriter(queue, leadership.epochOf(queue));
-      writers.set(queue, opening);
-      // Claims are taken at once; they are decided once the writer is ready.
+      // Claims are taken at once; they are decided once the writer serves.
       if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue })));
-      // Recovery on start or takeover (DESIGN's matrix), once the partition is folded to its
-      // tip: fresh leases for running jobs, missing retries, then dispatch.
-      opening
-        .then((writer) => writer.ready())
-        .then(() => {
-          if (writers.get(queue) !== opening) return;
+      // The writer serves once the partition is folded to its tip and recovery (DESIGN's matrix)
+      // is done: fresh leases for running jobs, missing retries. Until then every write and
+      // heartbeat of the queue waits, so none is answered from a half-recovered state.
+      const serving: Promise<PartitionWriter> = openWriter(queue, leadership.epochOf(queue)).then(async (writer) => {
+        await writer.ready();
+        if (writers.get(queue) === serving) {
           leases.adopt(queue, store.values());
           retrier.adopt(queue, store.values());
           dispatchers.get(queue)?.pump();
-        })
-        .catch((err: unknown) => log.warn({ err, queue }, 'cannot start writing the partition'));
+        }
+        return writer;
+      });
+      writers.set(queue, serving);
+      serving.catch((err: unknown) => log.warn({ err, queue }, 'cannot start writing the partition'));
     } else {
       stopWriting(queue, `this node no longer leads ${queue}`);
       dispatchers.get(queue)?.stop();

@@ -95,6 +95,8 @@ export class WorkService {
   }
 
   private async handle(queue: string, verb: WorkVerb, body: unknown): Promise<Record<string, unknown>> {
+    // Served once the queue's writer serves: folded to the partition's tip, leases adopted.
+    await this.ctx.writer(queue);
     switch (verb) {
       case 'claim': {
         const request = validate(claimSchema, body);

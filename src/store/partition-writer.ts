@@ -216,7 +216,9 @@ export class PartitionWriter {
   private async commit(items: readonly Item[]): Promise<void> {
     if (this.closedWith) throw this.closedWith;
     const { node, epoch } = this.options;
-    const id = `${node}.${epoch}.${++this.counter}`;
+    // Unique across the stream (Nats-Msg-Id dedupe is per stream, not per subject): the epoch
+    // is unique per lease taken, and the partition and node make a foreign epoch harmless.
+    const id = `${this.partition}.${node}.${epoch}.${++this.counter}`;
     const events = items.flatMap((item) => item.events);
     const eventJson = items.flatMap((item) => item.json);
     // The events are stringified once, when they joined; the commit is assembled around them.

@@ -29,7 +29,7 @@ import { startNode, type DocketNode } from '../../src/node.js';
 import { auditMessages } from '../../src/audit/audit.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { callNode, caughtUp, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue, closeTestFile, connectTestClients } from '../support/docket.js';
+import { callNode, caughtUp, commitAsDeposed, openResources, queueLog, startTrackedNode, streamMessages, uniqueQueue, closeTestFile, connectTestClients } from '../support/docket.js';
 import {
   claim,
   complete,
@@ -205,21 +205,22 @@ describe('claim requests', () => {
       for (let i = 0; i < 10; i++) ids.push(await submit(queue));
       await caughtUp(other, jsm);
       await caughtUp(node, jsm);
-      expect(node.leadership.isLeader(queue)).toBe(true);
-      // `other` believes it leads too (a lease it thinks it still holds): a writer of its own on
-      // the same partition, from the same tip.
+      const [leader, deposed] = node.leadership.isLeader(queue) ? [node, other] : [other, node];
+      expect(leader.leadership.isLeader(queue)).toBe(true);
+      // The other node believes it leads too (a lease it thinks it still holds): a writer of its
+      // own on the same partition, from the same tip.
       const partition = queuePartition(queue);
       const tip = await readPartitionTip(jsm, partition);
-      const rogue = new PartitionWriter(other.nc, other.events, {
-        partition, node: other.name, epoch: 1, tip, onCommitted: () => undefined, refoldTo: (seq) => other.tail.waitFor(seq), log: other.log,
+      const rogue = new PartitionWriter(deposed.nc, deposed.events, {
+        partition, node: deposed.name, epoch: 1, tip, onCommitted: () => undefined, refoldTo: (seq) => deposed.tail.waitFor(seq), log: deposed.log,
       });
       const claimEvent = (n: DocketNode, jobId: string) =>
         envelope(n.context, 'job.claimed', { queue, jobId }, `e${n.name}${jobId}`, { run_id: `${n.name}-${jobId.slice(0, 8)}`, worker: n.name, host: 'h', pid: 1, version: 'v', lease_ms: 60_000 });
       const winners: { job_id: string; run_id: string }[] = [];
       for (const jobId of ids) {
         const [a, b] = await Promise.allSettled([
-          transitionJob(node.context, jobId, undefined, () => claimEvent(node, jobId)),
-          rogue.append([claimEvent(other, jobId)]),
+          transitionJob(leader.context, jobId, undefined, () => claimEvent(leader, jobId)),
+          rogue.append([claimEvent(deposed, jobId)]),
         ]);
         // Both decided the same claim from the same tip: the stream stores one commit, and the
         // other writer is refused (`unavailable`, after reading the foreign tip), never both.
@@ -718,13 +719,13 @@ describe('recovery by replay', () => {
     let failedAt = 0;
     try {
       await caughtUp(follower, jsm);
-      // The leader stops (releasing the queue); the failure is appended by a node that does
-      // not lead the queue, so no retrier acts on it: the crash window between the two appends.
+      // The leader stops (releasing the queue); the failure is committed as by a leader that
+      // died before its retrier acted: the crash window between the two commits.
       await node.close();
       expect(follower.leadership.isLeader(queue)).toBe(false);
-      await transitionJob(follower.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
-        envelope(follower.context, 'job.failed', current, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
-      );
+      await commitAsDeposed(follower, jsm, queue, [
+        envelope(follower.context, 'job.failed', { queue, jobId }, `efail${job!.run_id}`, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
+      ]);
       failedAt = clock.now();
       await fence(follower);
       expect(follower.store.get(retryJobId(jobId, 1))).toBeUndefined();
@@ -762,32 +763,30 @@ describe('keys and retries', () => {
     await client.cancel(retry.jobId);
   });
 
-  test('recovery does not create a keyed retry when a new job for the key was submitted in the crash window (one live job per key)', async ({ task }) => {
+  test('a keyed failure whose retry was never created, then a submit of the key on the next leader: one live job per key', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const jobId = await submit(queue, { key: 'subject-10', max_attempts: 2 });
     const [job] = await claim(nc, queue);
     const follower = await startFileNode({ leadershipLeaseMs: 60_000 });
-    let newer: string;
     try {
       await caughtUp(follower, jsm);
       await node.close();
-      // The failure lands while no node leads the queue: its retry is not created yet.
-      await transitionJob(follower.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
-        envelope(follower.context, 'job.failed', current, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
-      );
-      // Meanwhile a user submits the same key: no live job holds it, so a new job is created.
-      const reply = await client.submit({ queue, key: 'subject-10' });
-      expect(reply.created).toBe(true);
-      newer = reply.job_id;
+      // The failure is committed, and its leader dies before its retrier acts (log v2 has no
+      // other window: a submit of the key can only reach a leader, which recovers first).
+      await commitAsDeposed(follower, jsm, queue, [
+        envelope(follower.context, 'job.failed', { queue, jobId }, `efail${job!.run_id}`, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
+      ]);
     } finally {
       await follower.close();
     }
     node = await startFileNode();
-    await leadNow(nc, queue, [node]);
+    // The new leader's recovery creates the retry and the submit takes the key's next id: both
+    // are decided by the one writer, so whichever comes first holds the key and the other finds it.
+    const reply = await client.submit({ queue, key: 'subject-10' });
     await fence(node);
     const live = [...node.store.values()].filter((r) => r.queue === queue && ['queued', 'running', 'waiting'].includes(r.state.job.value)).map((r) => r.jobId);
     try {
-      expect(live, 'live jobs holding key subject-10').toEqual([newer]);
+      expect(live, 'live jobs holding key subject-10').toEqual([reply.job_id]);
     } finally {
       for (const id of live) await client.cancel(id);
     }
@@ -803,13 +802,9 @@ describe('keys and retries across nodes', () => {
     let live: string[] = [];
     try {
       await caughtUp(other, jsm);
-      // The run's failure reaches the other node (as a forwarded completion could, mid-takeover),
-      // and right after, a user's submit of the same key lands there too: on that node the key
-      // is free (the failed job is not live, its retry does not exist yet).
-      await transitionJob(other.context, jobId, `fail:${job!.run_id}`, (current, eventId) =>
-        envelope(other.context, 'job.failed', current, eventId, { run_id: job!.run_id, reason: 'error', error: { message: 'worker error' } }),
-      );
-      const reply = await callNode(other, 'submit', { queue, key: 'subject-11' });
+      // The run's failure and, right after, a user's submit of the same key both land on the
+      // other node: it forwards both to the leader, which decides them in order.
+      const [, reply] = await Promise.all([fail(nc, queue, job!), callNode(other, 'submit', { queue, key: 'subject-11' })]);
       expect(reply.ok).toBe(true);
       // Meanwhile the leader folds the failure and its retrier acts on it.
       await caughtUp(node, jsm);
@@ -979,6 +974,6 @@ describe('the whole log', () => {
     for await (const m of readLog(nc)) messages.push(m);
     const audit = auditMessages(messages);
     expect(audit.jobEvents).toBeGreaterThan(100);
-    expect(audit.violations).toEqual([]);
+    expect(audit.violations.map((v) => `${v.rule} ${v.message}`)).toEqual([]);
   });
 });

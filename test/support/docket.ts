@@ -16,7 +16,9 @@ import { Client } from '../../src/client/client.js';
 import type { CommandHandler } from '../../src/commands/command-service.js';
 import type { ErrorBody } from '../../src/errors.js';
 import { canonicalJson } from '../../src/ids.js';
+import { commitSeqOf, type Envelope } from '../../machines/index.js';
 import { decodeCommit } from '../../src/nats/codec.js';
+import { PartitionWriter, readPartitionTip } from '../../src/store/partition-writer.js';
 import { queuePartition, subjects, STREAM } from '../../src/nats/subjects.js';
 import { startNode, type DocketNode, type DocketOptions } from '../../src/node.js';
 import type { QueueProgress } from '../../src/projections/progress.js';
@@ -161,6 +163,30 @@ export async function queueLog(nc: NatsConnection, queue: string): Promise<Store
     });
   }
   return out;
+}
+
+let deposedCommits = 0;
+
+/**
+ * Commits `events` to the queue's partition as a leader that is gone would have (a crash window
+ * between two commits, a deposed leader's last send): no leader decides them and no reactor
+ * acts on them. Written at the partition's tip under its last writer's epoch; returns the
+ * commit's stream sequence.
+ */
+export async function commitAsDeposed(node: DocketNode, jsm: JetStreamManager, queue: string, events: readonly Envelope[]): Promise<number> {
+  const partition = queuePartition(queue);
+  const tip = await readPartitionTip(jsm, partition);
+  const last = tip.seq === 0 ? null : await jsm.streams.getMessage(STREAM, { seq: tip.seq });
+  const epoch = last ? decodeCommit(last.data).writer.epoch : 0;
+  const writer = new PartitionWriter(node.nc, node.events, {
+    partition, node: `deposed${++deposedCommits}`, epoch, tip, onCommitted: () => undefined, refoldTo: () => Promise.resolve(), log: node.log,
+  });
+  try {
+    const [position] = await writer.append(events);
+    return commitSeqOf(position!);
+  } finally {
+    writer.close(new Error('done'));
+  }
 }
 
 /** How many events of `type` `queue` has on the stream. */
