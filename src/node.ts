@@ -11,6 +11,7 @@ import { CommandService } from './commands/command-service.js';
 import { envelope, transitionJob, type CommandContext } from './commands/handle-command.js';
 import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
 import { movedData } from './commands/move.js';
+import { replyBudget } from './commands/reply.js';
 import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retrySchema } from './commands/schemas.js';
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
@@ -176,7 +177,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     await withinMs(CATCH_UP_MAX_MS, tail.waitForEnd(state.last_seq));
   };
   const context: CommandContext = { store, tail, events, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp };
-  const queries: QueryContext = { store, progress, queueIndex };
+  const queries: QueryContext = { store, progress, queueIndex, replyBudget: () => replyBudget(nc) };
 
   const commands = new CommandService(nc, root.child({ component: 'commands' }));
   commands.register('submit', async (body) => {

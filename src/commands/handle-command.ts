@@ -151,7 +151,8 @@ export async function transitionJob(
     } catch (err) {
       if (!(err instanceof AppendConflictError)) throw err;
       if (attempt + 1 >= Limits.MaxConflictRetries) throw err;
-      ctx.log.warn({ jobId, attempt, err }, 'append conflict, deciding again');
+      // Another writer got there first: normal in a cluster, and handled here, so no warning.
+      ctx.log.debug({ jobId, attempt, expectedSeq: err.expectedSeq, actualSeq: err.actualSeq }, 'append conflict, deciding again');
       await ctx.tail.waitFor(err.actualSeq);
     }
   }

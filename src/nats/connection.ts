@@ -1,6 +1,7 @@
 /** Connects to NATS; the one place a connection is opened for a node, client or CLI. */
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { InvalidRequestError } from '../errors.js';
 
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 
@@ -22,4 +23,18 @@ export async function connectNats(options: ConnectOptions = {}): Promise<NatsCon
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
   });
+}
+
+/**
+ * A request body as bytes, refused as `invalid_request` naming the limit when it is over the
+ * server's max payload: nats.js would throw a bare InvalidArgumentError, which reads as an
+ * outage, and retrying it cannot help.
+ */
+export function requestBytes(nc: NatsConnection, body: unknown): Uint8Array {
+  const bytes = Buffer.from(JSON.stringify(body));
+  const limit = nc.info?.max_payload;
+  if (limit !== undefined && bytes.length > limit) {
+    throw new InvalidRequestError(`the request (${bytes.length} bytes) exceeds the server's max payload of ${limit} bytes`, { details: { max_payload: limit } });
+  }
+  return bytes;
 }
