@@ -23,7 +23,7 @@ import { submit } from './commands/submit.js';
 import { validate, validateSubmit } from './commands/validate.js';
 import { randomIds, type IdSource } from './ids.js';
 import { silentLogger, type Logger } from './logger.js';
-import { connectNats } from './nats/connection.js';
+import { connectNats, watchConnection } from './nats/connection.js';
 import { ensureStream } from './nats/streams.js';
 import { STREAM, toNodeToken } from './nats/subjects.js';
 import { KeyIndex } from './projections/key-index.js';
@@ -124,6 +124,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const servers = options.servers === undefined ? {} : { servers: options.servers };
   const nc = options.nc ?? (await connectNats({ ...servers, name: `docket-${name}` }));
   if (ownsConnection) undo.push(() => nc.close());
+  watchConnection(nc, root.child({ component: 'nats' }));
 
   log.debug('connected');
   const jsm = await ensureStream(nc, options.replicas === undefined ? {} : { replicas: options.replicas });
