@@ -3,7 +3,6 @@
  * checkpoint, fold the tail of the log through the machines, then serve commands while following
  * the stream. `close()` stops taking commands, answers those in flight, writes a checkpoint.
  */
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { systemClock, type Clock } from './clock.js';
@@ -14,6 +13,7 @@ import { movedData } from './commands/move.js';
 import { replyBudget } from './commands/reply.js';
 import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retrySchema } from './commands/schemas.js';
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
+import { nodeIdentity } from './cluster/node-identity.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
 import { WorkService } from './dispatch/work-service.js';
 import { InvalidRequestError, NotFoundError } from './errors.js';
@@ -60,7 +60,7 @@ export interface DocketOptions {
   readonly logger?: Logger;
   readonly clock?: Clock;
   readonly ids?: IdSource;
-  /** This node's name in event meta. @defaultValue `<host>-<pid>` */
+  /** This node's name in event meta and leases. @defaultValue the one kept in `dataDir` (src/cluster/node-identity.ts), else `<host>-<pid>` */
   readonly nodeName?: string;
   /** Stream replicas when the node creates DOCKET (3 on a NATS cluster). @defaultValue 1 */
   readonly replicas?: number;
@@ -91,7 +91,7 @@ export interface DocketNode {
 }
 
 export async function startNode(options: DocketOptions = {}): Promise<DocketNode> {
-  const name = toNodeToken(options.nodeName ?? `${hostname()}-${process.pid}`);
+  const name = options.nodeName === undefined ? await nodeIdentity(options.dataDir) : toNodeToken(options.nodeName);
   // Components log through children of `root`, so each line names one component.
   const root = (options.logger ?? silentLogger).child({ node: name });
   if (options.appendNc !== undefined && !(options.appendNc as { options?: { noEcho?: boolean } }).options?.noEcho) {
