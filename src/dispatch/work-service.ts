@@ -89,10 +89,10 @@ export class WorkService {
     // Not a request of the protocol: retrying cannot help, so not `unavailable`.
     if (!parsed) return this.respond(msg, errorReply(badWorkSubject(msg.subject), this.log));
     try {
-      // Passed on as is to the leader, it must fit this connection too (a cluster's servers may
-      // differ); too big is the request's fault, not the leader's.
-      const size = msg.data.length + (msg.headers?.toString().length ?? 0);
-      if (size > maxPayload(this.nc)) throw new InvalidRequestError(`the request (${size} bytes) exceeds the max payload of ${maxPayload(this.nc)} bytes`, { details: { max_payload: maxPayload(this.nc) } });
+      // Its body is passed on to the leader, so it must fit this connection too (a cluster's
+      // servers may differ): too big is the request's fault, not an outage of the leader.
+      const limit = maxPayload(this.nc);
+      if (msg.data.length > limit) throw new InvalidRequestError(`the request (${msg.data.length} bytes) exceeds the max payload of ${limit} bytes`, { details: { max_payload: limit } });
       // Twice at most: a leader that just stopped has no responders; look the lease up again.
       for (let attempt = 0; ; attempt++) {
         const leader = await this.leaderOf(parsed.queue);
