@@ -313,8 +313,8 @@ export class Worker {
 /** `text` cut to at most `maxBytes` of UTF-8 (the leader's bound on error messages and stacks). */
 function cutToBytes(text: string, maxBytes: number): string {
   if (Buffer.byteLength(text) <= maxBytes) return text;
-  // Characters are at most 4 bytes (a surrogate pair is 2 units for 4 bytes): this fits, and
-  // dropping a lone high surrogate at the end keeps it valid UTF-16.
+  // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair: 2 units, 4 bytes), so this
+  // many units fit; a high surrogate left alone at the end is dropped.
   const cut = text.slice(0, Math.floor(maxBytes / 3) - 1);
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }

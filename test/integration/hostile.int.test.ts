@@ -10,6 +10,7 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
+import { Worker } from '../../src/client/worker.js';
 import { envelope, transitionJob, type CommandContext } from '../../src/commands/handle-command.js';
 import { Limits } from '../../src/commands/limits.js';
 import { DocketError, type ErrorBody } from '../../src/errors.js';
@@ -18,6 +19,7 @@ import type { DocketNode } from '../../src/node.js';
 import type { JobStore } from '../../src/store/job-store.js';
 import { capturingLogger, closeTestFile, connectTestClients, lastSeq, queueLog, startTrackedNode, uniqueQueue, type RawReply } from '../support/docket.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+import { eventually, untilJob } from '../support/worker-helpers.js';
 
 let server: TestNatsServer;
 let node: DocketNode;
@@ -320,6 +322,35 @@ describe('item 10: bounded events', () => {
       expect(refused.message).toContain(String(Limits.MaxErrorMessageBytes));
     }
     expect((await client.get(run.job_id)).job.status).toBe('running');
+  });
+
+  test('item 10: the SDK worker keeps to the bounds: a result over 64 KiB fails its run saying why, an over-long error is cut to fit', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const { jobs } = await client.submitBatch([{ queue, params: { kind: 'big-result' } }, { queue, params: { kind: 'long-error' } }]);
+    const ids = jobs.map((j) => (j.ok ? j.job_id : ''));
+    const worker = new Worker({
+      servers: server.url,
+      queue,
+      concurrency: 2,
+      handler: (job) => {
+        if (job.params['kind'] === 'big-result') return { blob: 'r'.repeat(Limits.MaxResultBytes) };
+        throw new Error('é'.repeat(Limits.MaxErrorMessageBytes));
+      },
+    });
+    await worker.start();
+    try {
+      await Promise.all(ids.map((id) => untilJob(node, id, (r) => r.state.job.value === 'failed', 'failed')));
+      const failed = await Promise.all(ids.map((id) => client.get(id)));
+      expect(failed[0]!.run).toMatchObject({ error: { message: expect.stringContaining(`at most ${Limits.MaxResultBytes}`) } });
+      const message = (failed[1]!.run as { error: { message: string } }).error.message;
+      expect(Buffer.byteLength(message)).toBeLessThanOrEqual(Limits.MaxErrorMessageBytes);
+      expect(message.startsWith('éé')).toBe(true);
+      // Counted when the fail's reply comes back, a moment after the node stored it.
+      await eventually(() => worker.counts.failed === 2, 'the worker counted both failures');
+      expect(worker.counts).toMatchObject({ succeeded: 0, failed: 2, lost: 0 });
+    } finally {
+      await worker.close();
+    }
   });
 });
 
