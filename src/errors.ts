@@ -111,3 +111,11 @@ export function coerceError(err: unknown): Error {
   if (err instanceof Error) return err;
   return new Error(typeof err === 'string' ? err : JSON.stringify(err));
 }
+
+/**
+ * `text` quoted for an error message, cut to `max` characters: a message names what it refers
+ * to (a field, a subject) but must never repeat a hostile input of any size back to the sender.
+ */
+export function excerpt(text: string, max = 64): string {
+  return JSON.stringify(text.length <= max ? text : `${text.slice(0, max)}…`);
+}

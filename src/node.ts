@@ -3,7 +3,6 @@
  * checkpoint, fold the tail of the log through the machines, then serve commands while following
  * the stream. `close()` stops taking commands, answers those in flight, writes a checkpoint.
  */
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { systemClock, type Clock } from './clock.js';
@@ -12,8 +11,10 @@ import { CommandService } from './commands/command-service.js';
 import { findJob, type CommandContext } from './commands/handle-command.js';
 import { cancelJob, moveJob, retryJob } from './commands/job-commands.js';
 import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
+import { replyBudget } from './commands/reply.js';
 import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retrySchema, type CancelCommand, type MoveCommand, type RetryCommand } from './commands/schemas.js';
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
+import { nodeIdentity } from './cluster/node-identity.js';
 import { PartitionRouter } from './cluster/partition-router.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
 import { WorkService } from './dispatch/work-service.js';
@@ -24,7 +25,7 @@ import { splitByQueue, submitPart, type SubmitItemReply, type SubmitPart } from 
 import { validate, validateSubmit } from './commands/validate.js';
 import { randomIds, type IdSource } from './ids.js';
 import { silentLogger, type Logger } from './logger.js';
-import { connectNats } from './nats/connection.js';
+import { connectNats, watchConnection } from './nats/connection.js';
 import { ensureStream } from './nats/streams.js';
 import { isJobEvent } from './nats/codec.js';
 import { queuePartition, STREAM, subjects, toNodeToken } from './nats/subjects.js';
@@ -63,7 +64,7 @@ export interface DocketOptions {
   readonly logger?: Logger;
   readonly clock?: Clock;
   readonly ids?: IdSource;
-  /** This node's name in event meta. @defaultValue `<host>-<pid>` */
+  /** This node's name in event meta and leases. @defaultValue the one kept in `dataDir` (src/cluster/node-identity.ts), else `<host>-<pid>` */
   readonly nodeName?: string;
   /** Stream replicas when the node creates DOCKET (3 on a NATS cluster). @defaultValue 1 */
   readonly replicas?: number;
@@ -96,7 +97,7 @@ export interface DocketNode {
 }
 
 export async function startNode(options: DocketOptions = {}): Promise<DocketNode> {
-  const name = toNodeToken(options.nodeName ?? `${hostname()}-${process.pid}`);
+  const name = options.nodeName === undefined ? await nodeIdentity(options.dataDir) : toNodeToken(options.nodeName);
   // Components log through children of `root`, so each line names one component.
   const root = (options.logger ?? silentLogger).child({ node: name });
   if (options.appendNc !== undefined && !(options.appendNc as { options?: { noEcho?: boolean } }).options?.noEcho) {
@@ -129,6 +130,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const servers = options.servers === undefined ? {} : { servers: options.servers };
   const nc = options.nc ?? (await connectNats({ ...servers, name: `docket-${name}` }));
   if (ownsConnection) undo.push(() => nc.close());
+  watchConnection(nc, root.child({ component: 'nats' }));
 
   log.debug('connected');
   const jsm = await ensureStream(nc, options.replicas === undefined ? {} : { replicas: options.replicas });
@@ -219,7 +221,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     return writer;
   };
   const context: CommandContext = { store, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: writerOf };
-  const queries: QueryContext = { store, progress, queueIndex };
+  const queries: QueryContext = { store, progress, queueIndex, replyBudget: () => replyBudget(nc) };
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1);

@@ -117,7 +117,7 @@ export function registerUp(program: Command): void {
     .option('--data-dir <dir>', 'where checkpoints are written', './.data/docket')
     .option('--log-level <level>', 'trace, debug, info, warn, error (default: $DOCKET_LOG_LEVEL, else info)')
     .option('--local-port <port>', 'probe and start the local nats-server on this port instead of 4222 (or $DOCKET_LOCAL_NATS_PORT)')
-    .option('--node-name <name>', "this node's name in event meta (default: <host>-<pid>)")
+    .option('--node-name <name>', "this node's name in event meta and leases (default: kept in <data-dir>/node-id, made on first start)")
     .option('--json', 'JSON log lines even on a terminal')
     .action(async (flags: UpFlags) => upAction(flags));
 }

@@ -6,7 +6,7 @@ import { DeliverPolicy, jetstream, type ConsumerMessages, type OrderedConsumerOp
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Envelope, JobEvent } from '../../machines/index.js';
 import { fromErrorBody, type ErrorBody } from '../errors.js';
-import { connectNats } from '../nats/connection.js';
+import { connectNats, requestBytes } from '../nats/connection.js';
 import { decodeEnvelope } from '../nats/codec.js';
 import { EVENT_SUBJECTS, STREAM, subjects } from '../nats/subjects.js';
 import type { JobSpec } from '../commands/schemas.js';
@@ -131,7 +131,7 @@ export class Client {
 
   /** Sends `docket.cmd.<verb>` and returns the reply's fields, or throws the typed DocketError. */
   async request<T>(verb: string, body: unknown): Promise<T> {
-    const msg = await this.nc.request(subjects.command(verb), JSON.stringify(body), { timeout: this.timeout });
+    const msg = await this.nc.request(subjects.command(verb), requestBytes(this.nc, body), { timeout: this.timeout });
     const reply = msg.json<{ ok: boolean; error?: ErrorBody } & T>();
     if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
     return reply;

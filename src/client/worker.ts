@@ -12,7 +12,7 @@ import { coerceError, DocketError, fromErrorBody, InvalidRequestError, NonRetrya
 import { JobDefaults, Limits } from '../commands/limits.js';
 import { randomIds } from '../ids.js';
 import { silentLogger, type Logger } from '../logger.js';
-import { connectNats } from '../nats/connection.js';
+import { connectNats, requestBytes } from '../nats/connection.js';
 import { isQueueName, subjects, type WorkVerb } from '../nats/subjects.js';
 
 /** Claims a worker keeps open at once. */
@@ -28,7 +28,11 @@ export interface WorkerJobContext {
   readonly signal: AbortSignal;
   /** Extends the lease now (heartbeats are also sent automatically). */
   heartbeat(): Promise<void>;
-  /** Reports progress; sent with the next heartbeat and logged (not stored in the log). */
+  /**
+   * Reports progress; sent with the next heartbeat and logged by the leader at debug (not stored
+   * in the log). At most Limits.MaxProgressBytes of JSON: more throws InvalidRequestError here,
+   * since the leader would refuse the heartbeat carrying it (and the run's lease would lapse).
+   */
   progress(value: Json): void;
 }
 
@@ -121,7 +125,7 @@ export class Worker {
   }
 
   private async request<T>(verb: WorkVerb, body: unknown, timeoutMs: number): Promise<T> {
-    const msg = await this.nc!.request(subjects.work(this.options.queue, verb), JSON.stringify(body), { timeout: timeoutMs });
+    const msg = await this.nc!.request(subjects.work(this.options.queue, verb), requestBytes(this.nc!, body), { timeout: timeoutMs });
     const reply = msg.json<{ ok: boolean; error?: ErrorBody } & T>();
     if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
     return reply;
@@ -191,6 +195,8 @@ export class Worker {
       signal: controller.signal,
       heartbeat: () => this.heartbeat(),
       progress: (value) => {
+        const bytes = Buffer.byteLength(JSON.stringify(value ?? null));
+        if (bytes > Limits.MaxProgressBytes) throw new InvalidRequestError(`progress: must be at most ${Limits.MaxProgressBytes} bytes of JSON, got ${bytes}`);
         entry.progress = value;
       },
     };
@@ -201,11 +207,17 @@ export class Worker {
         let outcome: Record<string, unknown>;
         try {
           verb = 'complete';
-          outcome = { result: (await this.options.handler(job, ctx)) ?? null };
+          const result = (await this.options.handler(job, ctx)) ?? null;
+          const bytes = Buffer.byteLength(JSON.stringify(result));
+          // The leader refuses a bigger result; failing the run says why, where a refused
+          // completion would leave the run to lapse.
+          if (bytes > Limits.MaxResultBytes) throw new NonRetryableJobError(`the handler's result is ${bytes} bytes of JSON; at most ${Limits.MaxResultBytes} are stored`);
+          outcome = { result };
         } catch (err) {
           const error = coerceError(err);
           verb = 'fail';
-          outcome = { error: { message: error.message || error.name, ...(error.stack ? { stack: error.stack.slice(0, 8_000) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
+          const message = cutToBytes(error.message || error.name, Limits.MaxErrorMessageBytes);
+          outcome = { error: { message, ...(error.stack ? { stack: cutToBytes(error.stack, Limits.MaxErrorStackBytes) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
         }
         const reply = await this.finish(verb, { run_id: job.run_id, job_id: job.job_id, ...outcome, ...this.nextClaim() }, log);
         if (reply) {
@@ -297,3 +309,13 @@ export class Worker {
     if (this.ownsConnection) await this.nc?.drain();
   }
 }
+
+/** `text` cut to at most `maxBytes` of UTF-8 (the leader's bound on error messages and stacks). */
+function cutToBytes(text: string, maxBytes: number): string {
+  if (Buffer.byteLength(text) <= maxBytes) return text;
+  // A UTF-16 unit is at most 3 bytes of UTF-8 (a surrogate pair: 2 units, 4 bytes), so this
+  // many units fit; a high surrogate left alone at the end is dropped.
+  const cut = text.slice(0, Math.floor(maxBytes / 3) - 1);
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+

@@ -4,25 +4,14 @@
  * `{ ok: false, error: { code, message, details? } }`.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { DocketError, coerceError, InvalidRequestError } from '../errors.js';
+import { excerpt, InvalidRequestError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP } from '../nats/subjects.js';
+import { errorReply, respondSafely } from './reply.js';
 import { parseJson } from './validate.js';
 
 /** A handler gets the parsed JSON body and returns the reply's fields (without `ok`). */
 export type CommandHandler = (body: unknown, msg: Msg) => Promise<Record<string, unknown>> | Record<string, unknown>;
-
-/** Buffer.from for the reason in encodeEnvelope (src/nats/codec.ts). */
-export function replyBytes(value: Record<string, unknown>): Uint8Array {
-  return Buffer.from(JSON.stringify(value));
-}
-
-export function errorReply(err: unknown, log: Logger): Record<string, unknown> {
-  if (err instanceof DocketError) return { ok: false, error: err.toBody() };
-  const error = coerceError(err);
-  log.error({ err: error }, 'command failed');
-  return { ok: false, error: { code: 'unavailable', message: error.message } };
-}
 
 export class CommandService {
   private readonly handlers = new Map<string, CommandHandler>();
@@ -53,15 +42,17 @@ export class CommandService {
 
   private async handle(msg: Msg): Promise<void> {
     const verb = msg.subject.slice(COMMAND_PREFIX.length + 1);
+    const handler = this.handlers.get(verb);
+    // The verb comes from the subject: logged and quoted only when it is one of ours.
+    const log = handler ? this.log.child({ command: verb }) : this.log;
     let reply: Record<string, unknown>;
     try {
-      const handler = this.handlers.get(verb);
-      if (!handler) throw new InvalidRequestError(`unknown command ${verb}`);
+      if (!handler) throw new InvalidRequestError(`unknown command ${excerpt(verb)}`);
       reply = { ok: true, ...(await handler(parseJson(msg.data), msg)) };
     } catch (err) {
-      reply = errorReply(err, this.log.child({ command: verb }));
+      reply = errorReply(err, log);
     }
-    if (msg.reply) msg.respond(replyBytes(reply));
+    respondSafely(this.nc, msg, reply, log);
   }
 
   /** Stops taking requests and waits for the ones in flight to be answered. */

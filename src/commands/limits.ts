@@ -1,7 +1,23 @@
-/** Declared limits, each with its reason, defined once. */
+/** Declared limits, each with its reason, defined once (documented in README, "Limits"). */
 export const Limits = {
-  /** Params are stored in every copy of the job's snapshot; 64 KiB keeps a job one small message. */
+  /**
+   * DESIGN, "Every event has a bounded size": checked at the command, before anything is
+   * decided, so every event fits one message (one commit in log v2) with room to spare.
+   * Params are stored in every copy of the job's snapshot; 64 KiB keeps a job one small message.
+   */
   MaxParamsBytes: 64 * 1024,
+  /** A run's result, as JSON (job.succeeded). */
+  MaxResultBytes: 64 * 1024,
+  /** A failed run's error message, and its stack, each (job.failed). */
+  MaxErrorMessageBytes: 16 * 1024,
+  MaxErrorStackBytes: 16 * 1024,
+  /** An artifact's metadata, as JSON (job.artifact_added). */
+  MaxArtifactMetaBytes: 16 * 1024,
+  /**
+   * One run's progress in a heartbeat, as JSON. Not stored, only logged (at debug): a bound keeps
+   * a chatty handler from filling the leader's log.
+   */
+  MaxProgressBytes: 4 * 1024,
   /** One batch is one request; 10,000 jobs of small params fit NATS's default 1 MiB payload. */
   MaxBatchJobs: 10_000,
   /** Pipelined appends per command; more only queues in the client. */

@@ -22,6 +22,7 @@ export interface JobSummary {
   readonly finished_at: string | null;
   readonly end_reason: string | null;
   readonly seq: number;
+  readonly index: number;
 }
 
 export function toSummary(record: JobRecord): JobSummary {
@@ -46,41 +47,84 @@ export function toSummary(record: JobRecord): JobSummary {
   };
 }
 
-export function toDetail(record: JobRecord) {
+export function toDetail(record: JobRecord, budgetBytes = Infinity) {
   const run = record.state.run;
-  return {
+  const detail = {
     job: { ...toSummary(record), params: record.state.job.context.params, backoff: record.state.job.context.backoff },
     run: run.value === 'none' ? null : { status: run.value, ...run.context },
-    history: historyOf(record).map((h) => ({ seq: commitSeqOf(h.seq), index: indexOf(h.seq), type: h.type, time: h.time, id: h.id })),
   };
+  // A job's history has no bound of its own (a job can be moved any number of times): it gets
+  // what room the job and run leave, oldest first.
+  const room = new Room(budgetBytes - jsonBytes(detail));
+  const history: { seq: number; index: number; type: string; time: string; id: string }[] = [];
+  for (const h of historyOf(record)) {
+    const entry = { seq: commitSeqOf(h.seq), index: indexOf(h.seq), type: h.type, time: h.time, id: h.id };
+    if (!room.take(entry)) return { ...detail, history, truncated: true as const };
+    history.push(entry);
+  }
+  return { ...detail, history };
 }
 
 export interface QueryContext {
   readonly store: JobStore;
   readonly progress: Progress;
   readonly queueIndex: QueueIndex;
+  /** Bytes a reply may fill (the connection's max payload less its envelope). @defaultValue no bound */
+  readonly replyBudget?: () => number;
+}
+
+function jsonBytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value));
+}
+
+/** What is left of a reply's bytes, taken item by item (each item and its comma). */
+class Room {
+  constructor(private left: number) {}
+  take(item: unknown): boolean {
+    const bytes = jsonBytes(item) + 1;
+    if (bytes > this.left) return false;
+    this.left -= bytes;
+    return true;
+  }
 }
 
 export function getJob(ctx: QueryContext, command: GetCommand) {
   const record = ctx.store.get(command.job_id);
   if (!record) throw new NotFoundError(`job ${command.job_id} not found`, { details: { job_id: command.job_id } });
-  return toDetail(record);
+  return toDetail(record, ctx.replyBudget?.() ?? Infinity);
 }
 
+/**
+ * A page of the queue's jobs in submit order: up to `limit`, and no more than fit one reply
+ * (jobs with large keys fill it first); `next_cursor` continues after the last one given.
+ */
 export function listJobs(ctx: QueryContext, command: ListCommand): { jobs: JobSummary[]; next_cursor: string | null } {
   const limit = command.limit ?? Limits.DefaultListLimit;
+  const room = new Room(ctx.replyBudget?.() ?? Infinity);
   const jobs: JobSummary[] = [];
-  let last = 0;
-  for (const { seq, jobId } of ctx.queueIndex.after(command.queue, Number(command.cursor ?? 0))) {
+  let last = Number(command.cursor ?? 0);
+  for (const { seq, jobId } of ctx.queueIndex.after(command.queue, last)) {
     const record = ctx.store.get(jobId);
     if (!record || (command.status !== undefined && record.state.job.value !== command.status)) continue;
     if (jobs.length === limit) return { jobs, next_cursor: String(last) };
-    jobs.push(toSummary(record));
+    const summary = toSummary(record);
+    // At least one job per page, so paging always moves on; a job too big even alone is left
+    // to the reply's own bound.
+    if (!room.take(summary) && jobs.length > 0) return { jobs, next_cursor: String(last) };
+    jobs.push(summary);
     last = seq;
   }
   return { jobs, next_cursor: null };
 }
 
-export function progressOf(ctx: QueryContext, command: ProgressCommand): { queues: QueueProgress[] } {
-  return { queues: command.queue === undefined ? ctx.progress.all() : [ctx.progress.of(command.queue)] };
+/** Progress per queue (all of them, by name), cut to what fits one reply with `truncated: true`. */
+export function progressOf(ctx: QueryContext, command: ProgressCommand): { queues: QueueProgress[]; truncated?: true } {
+  if (command.queue !== undefined) return { queues: [ctx.progress.of(command.queue)] };
+  const room = new Room(ctx.replyBudget?.() ?? Infinity);
+  const queues: QueueProgress[] = [];
+  for (const queue of ctx.progress.all()) {
+    if (!room.take(queue)) return { queues, truncated: true };
+    queues.push(queue);
+  }
+  return { queues };
 }

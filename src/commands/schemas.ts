@@ -39,43 +39,49 @@ export const backoffSchema = z
   })
   .strict();
 
+/** A string of at most `max` bytes of UTF-8 (z.string().max counts UTF-16 units, not bytes). */
+const boundedString = (max: number) => z.string().refine((v) => Buffer.byteLength(v) <= max, { message: `must be at most ${max} bytes` });
+/** JSON data of at most `max` bytes once encoded. */
+const boundedJson = (max: number) => jsonValue.refine((v) => jsonBytes(v ?? null) <= max, { message: `must be at most ${max} bytes of JSON` });
+
+/** A job's fields, shared by a single submit (with its command id) and a batch's items. */
+const jobSpecShape = {
+  queue: queueName,
+  key: z
+    .union([z.string().min(1), jsonObject])
+    .refine((k) => jsonBytes(k) <= Limits.MaxKeyBytes, { message: `must be at most ${Limits.MaxKeyBytes} bytes of JSON` })
+    .optional(),
+  params: jsonObject
+    .refine((p) => jsonBytes(p) <= Limits.MaxParamsBytes, {
+      message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON`,
+    })
+    .optional(),
+  priority: z.number().int().min(Priority.Min).max(Priority.Max).optional(),
+  delay_ms: z.number().int().min(0).max(Limits.MaxDelayMs).optional(),
+  run_at: z.iso.datetime({ offset: true }).optional(),
+  max_attempts: z.number().int().min(1).max(Limits.MaxAttempts).optional(),
+  backoff: backoffSchema.optional(),
+};
+const notBothDelays: [(j: { delay_ms?: number | undefined; run_at?: string | undefined }) => boolean, { message: string; path: PropertyKey[] }] = [
+  (j) => !(j.delay_ms !== undefined && j.run_at !== undefined),
+  { message: 'give delay_ms or run_at, not both', path: ['delay_ms'] },
+];
+
 export const jobSpecSchema = z
-  .object({
-    queue: queueName,
-    key: z
-      .union([z.string().min(1), jsonObject])
-      .refine((k) => jsonBytes(k) <= Limits.MaxKeyBytes, { message: `must be at most ${Limits.MaxKeyBytes} bytes of JSON` })
-      .optional(),
-    params: jsonObject
-      .refine((p) => jsonBytes(p) <= Limits.MaxParamsBytes, {
-        message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON`,
-      })
-      .optional(),
-    priority: z.number().int().min(Priority.Min).max(Priority.Max).optional(),
-    delay_ms: z.number().int().min(0).max(Limits.MaxDelayMs).optional(),
-    run_at: z.iso.datetime({ offset: true }).optional(),
-    max_attempts: z.number().int().min(1).max(Limits.MaxAttempts).optional(),
-    backoff: backoffSchema.optional(),
-  })
+  .object(jobSpecShape)
   .strict()
-  .refine((j) => !(j.delay_ms !== undefined && j.run_at !== undefined), {
-    message: 'give delay_ms or run_at, not both',
-    path: ['delay_ms'],
-  });
+  .refine(...notBothDelays);
 export type JobSpec = z.infer<typeof jobSpecSchema>;
 
+/**
+ * One job: the same fields, checked by the same strict object as a batch's items (an earlier
+ * loose object plus a spread lost an own `__proto__` key on the way).
+ */
 export const submitOneSchema = z
-  .object({ id: commandId.optional() })
-  .loose()
-  .transform((v, ctx) => {
-    const { id, ...job } = v;
-    const parsed = jobSpecSchema.safeParse(job);
-    if (!parsed.success) {
-      for (const issue of parsed.error.issues) ctx.addIssue({ ...issue } as never);
-      return z.NEVER;
-    }
-    return { id, jobs: [parsed.data], batch: false as const };
-  });
+  .object({ id: commandId.optional(), ...jobSpecShape })
+  .strict()
+  .refine(...notBothDelays)
+  .transform(({ id, ...job }) => ({ id, jobs: [job as JobSpec], batch: false as const }));
 
 export const submitBatchSchema = z
   .object({
@@ -125,8 +131,8 @@ export const heartbeatSchema = z
   .object({
     worker: z.string().max(200).optional(),
     run_ids: z.array(idToken).max(Limits.MaxClaimJobs * 10),
-    /** Latest progress per run id, as the handler reported it (logged by the leader, not stored). */
-    progress: z.record(idToken, jsonValue).optional(),
+    /** Latest progress per run id, as the handler reported it (logged by the leader at debug, not stored). */
+    progress: z.record(idToken, boundedJson(Limits.MaxProgressBytes)).optional(),
   })
   .strict();
 /**
@@ -136,10 +142,10 @@ export const heartbeatSchema = z
  */
 export const nextClaimSchema = claimSchema.omit({ wait_ms: true }).strict();
 export const completeSchema = z
-  .object({ run_id: idToken, job_id: idToken, result: jsonValue.optional(), exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })
+  .object({ run_id: idToken, job_id: idToken, result: boundedJson(Limits.MaxResultBytes).optional(), exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })
   .strict();
 export const jobErrorSchema = z
-  .object({ message: z.string().max(64 * 1024), stack: z.string().max(64 * 1024).optional(), retryable: z.boolean().optional() })
+  .object({ message: boundedString(Limits.MaxErrorMessageBytes), stack: boundedString(Limits.MaxErrorStackBytes).optional(), retryable: z.boolean().optional() })
   .strict();
 export const failSchema = z
   .object({ run_id: idToken, job_id: idToken, error: jobErrorSchema, exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })

@@ -7,19 +7,41 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Leadership } from '../cluster/leadership.js';
 import type { PartitionRouter } from '../cluster/partition-router.js';
-import { errorReply, replyBytes } from '../commands/command-service.js';
+import { errorReply, maxPayload, respondSafely } from '../commands/reply.js';
 import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
 import { claimSchema, completeSchema, failSchema, heartbeatSchema, type ClaimedJob, type NextClaimCommand } from '../commands/schemas.js';
+import { Limits } from '../commands/limits.js';
 import { parseJson, validate } from '../commands/validate.js';
-import { coerceError, DocketError, InvalidRequestError, UnavailableError } from '../errors.js';
+import { coerceError, DocketError, excerpt, InvalidRequestError, UnavailableError } from '../errors.js';
 import type { JobError } from '../../machines/index.js';
 import type { Logger } from '../logger.js';
-import { COMMAND_QUEUE_GROUP, parseWorkSubject, subjects, WORK_VERBS, type WorkVerb } from '../nats/subjects.js';
+import { COMMAND_QUEUE_GROUP, isQueueName, parseWorkSubject, subjects, WORK_VERBS, type WorkVerb } from '../nats/subjects.js';
 import type { LeaseKeeper } from '../reactors/leases.js';
 import type { QueueDispatcher } from './dispatcher.js';
 
 /** Extra time a forwarded long-poll claim gets beyond its own wait. */
 const FORWARD_SLACK_MS = 5_000;
+
+/**
+ * Why a subject is not a work request, naming the part that is wrong (quoted short: a subject
+ * can be as long as the server's control line).
+ */
+function badWorkSubject(subject: string): InvalidRequestError {
+  const parts = subject.split('.');
+  const leader = parts[1] === 'leader';
+  const [queue, verb] = leader ? [parts[3], parts[4]] : [parts[2], parts[3]];
+  if (parts.length !== (leader ? 5 : 4) || queue === undefined || verb === undefined) {
+    return new InvalidRequestError(`work requests go to docket.work.<queue>.<verb>, not ${excerpt(subject)}`);
+  }
+  if (!isQueueName(queue)) return new InvalidRequestError(`invalid queue name ${excerpt(queue)}: must match [A-Za-z0-9_-]{1,64}`);
+  return new InvalidRequestError(`unknown work verb ${excerpt(verb)}; verbs: ${WORK_VERBS.join(', ')}`);
+}
+
+/** How long a forwarded request may take at the leader: a claim's own wait, as the leader will bound it. */
+function forwardWaitMs(body: unknown): number {
+  const waitMs = body !== null && typeof body === 'object' ? (body as { wait_ms?: unknown }).wait_ms : undefined;
+  return typeof waitMs === 'number' && Number.isFinite(waitMs) ? Math.min(Math.max(0, waitMs), Limits.MaxClaimWaitMs) : 0;
+}
 
 export class WorkService {
   private readonly subs: Subscription[] = [];
@@ -56,20 +78,22 @@ export class WorkService {
 
   private async route(msg: Msg): Promise<void> {
     const parsed = parseWorkSubject(msg.subject);
-    // Not a verb of the protocol: retrying cannot help, so not `unavailable`.
-    if (!parsed) return this.respond(msg, errorReply(new InvalidRequestError(`unknown work request ${msg.subject}; verbs: ${WORK_VERBS.join(', ')}`), this.log));
+    // Not a request of the protocol: retrying cannot help, so not `unavailable`.
+    if (!parsed) return this.respond(msg, errorReply(badWorkSubject(msg.subject), this.log));
     try {
+      // Its body is passed on to the leader, so it must fit this connection too (a cluster's
+      // servers may differ): too big is the request's fault, not an outage of the leader.
+      const limit = maxPayload(this.nc);
+      if (msg.data.length > limit) throw new InvalidRequestError(`the request (${msg.data.length} bytes) exceeds the max payload of ${limit} bytes`, { details: { max_payload: limit } });
       // Twice at most: a leader that just stopped has no responders; look the lease up again.
       for (let attempt = 0; ; attempt++) {
         const leader = await this.router.leaderOf(parsed.queue);
         if (!leader) throw new UnavailableError(`queue ${parsed.queue} has no leader yet; retry`);
         if (leader.node === this.leadership.node) return await this.serve(msg);
-        const body = parseJson(msg.data) as { wait_ms?: number };
-        const timeout = (typeof body.wait_ms === 'number' ? body.wait_ms : 0) + FORWARD_SLACK_MS;
+        const timeout = forwardWaitMs(parseJson(msg.data)) + FORWARD_SLACK_MS;
         try {
           const reply = await this.nc.request(subjects.leaderWork(leader.node, parsed.queue, parsed.verb), msg.data, { timeout });
-          if (msg.reply) msg.respond(reply.data);
-          return;
+          return this.respond(msg, reply.data);
         } catch (err) {
           this.router.forget(parsed.queue);
           if (attempt >= 1 || !/no responders/i.test(coerceError(err).message)) throw err;
@@ -85,8 +109,10 @@ export class WorkService {
   private async serve(msg: Msg): Promise<void> {
     const parsed = parseWorkSubject(msg.subject);
     try {
-      if (!parsed) throw new UnavailableError(`unknown work subject ${msg.subject}`);
-      if (!this.leadership.isLeader(parsed.queue)) throw new UnavailableError(`this node no longer leads ${parsed.queue}; retry`);
+      if (!parsed) throw badWorkSubject(msg.subject);
+      // Said the same whether it led the queue once or never did: a stale forward or a request
+      // sent to this node's inbox directly; either way the sender looks the leader up again.
+      if (!this.leadership.isLeader(parsed.queue)) throw new UnavailableError(`this node does not lead queue ${parsed.queue}; retry`);
       const result = await this.handle(parsed.queue, parsed.verb, parseJson(msg.data));
       this.respond(msg, { ok: true, ...result });
     } catch (err) {
@@ -106,8 +132,15 @@ export class WorkService {
       }
       case 'heartbeat': {
         const request = validate(heartbeatSchema, body);
-        for (const [runId, progress] of Object.entries(request.progress ?? {})) this.log.info({ queue, runId, progress }, 'progress');
-        return { lost: this.leases.heartbeat(queue, request.run_ids) };
+        const lost = this.leases.heartbeat(queue, request.run_ids);
+        if (request.progress !== undefined && this.log.isLevelEnabled('debug')) {
+          // Only runs this worker holds: a progress for any other run id is nobody's to report.
+          const gone = new Set(lost);
+          for (const runId of request.run_ids) {
+            if (!gone.has(runId) && Object.hasOwn(request.progress, runId)) this.log.debug({ queue, runId, progress: request.progress[runId] }, 'progress');
+          }
+        }
+        return { lost };
       }
       case 'complete': {
         const request = validate(completeSchema, body);
@@ -157,8 +190,8 @@ export class WorkService {
     if (record && record.queue !== queue) throw new InvalidRequestError(`job ${jobId} is in queue ${record.queue}, not ${queue}`, { details: { job_id: jobId } });
   }
 
-  private respond(msg: Msg, reply: Record<string, unknown>): void {
-    if (msg.reply) msg.respond(replyBytes(reply));
+  private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {
+    respondSafely(this.nc, msg, reply, this.log);
   }
 
   async stop(): Promise<void> {

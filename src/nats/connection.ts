@@ -1,6 +1,8 @@
 /** Connects to NATS; the one place a connection is opened for a node, client or CLI. */
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { InvalidRequestError } from '../errors.js';
+import type { Logger } from '../logger.js';
 
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
 
@@ -22,4 +24,39 @@ export async function connectNats(options: ConnectOptions = {}): Promise<NatsCon
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
   });
+}
+
+/**
+ * Logs one line when the connection drops (warn, with the server) and one when it is back
+ * (info, with the server and how long it was out), so an outage reads as one, not as a scatter
+ * of timeouts from whatever was in flight. Runs until the connection closes.
+ */
+export function watchConnection(nc: NatsConnection, log: Logger, now: () => number = Date.now): void {
+  void (async () => {
+    let lostAt: number | undefined;
+    for await (const status of nc.status()) {
+      if (status.type === 'disconnect' && lostAt === undefined) {
+        lostAt = now();
+        log.warn({ server: status.server }, 'NATS connection lost; reconnecting');
+      } else if (status.type === 'reconnect') {
+        const outageMs = lostAt === undefined ? 0 : now() - lostAt;
+        log.info({ server: status.server, outageMs }, 'NATS connection restored');
+        lostAt = undefined;
+      }
+    }
+  })().catch((err: unknown) => log.debug({ err }, 'connection status watch ended'));
+}
+
+/**
+ * A request body as bytes, refused as `invalid_request` naming the limit when it is over the
+ * server's max payload: nats.js would throw a bare InvalidArgumentError, which reads as an
+ * outage, and retrying it cannot help.
+ */
+export function requestBytes(nc: NatsConnection, body: unknown): Uint8Array {
+  const bytes = Buffer.from(JSON.stringify(body));
+  const limit = nc.info?.max_payload;
+  if (limit !== undefined && bytes.length > limit) {
+    throw new InvalidRequestError(`the request (${bytes.length} bytes) exceeds the server's max payload of ${limit} bytes`, { details: { max_payload: limit } });
+  }
+  return bytes;
 }

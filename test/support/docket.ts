@@ -368,3 +368,42 @@ export function loggerWatchingFor(pattern: RegExp, level: 'debug' | 'info' | 'wa
   });
   return { logger: pino({ level }, lines), logged };
 }
+
+/** A parsed pino line: level (10 trace … 60 fatal), msg and the bound fields. */
+export type LogLine = { readonly level: number; readonly msg: string } & Record<string, unknown>;
+
+export interface CapturedLog {
+  readonly logger: Logger;
+  /** Every line so far, in order. */
+  readonly lines: LogLine[];
+  /** Resolves with the first line (already written or to come) whose msg is `msg`. */
+  line(msg: string): Promise<LogLine>;
+}
+
+/** A logger at `level` that keeps every line it writes, parsed, for assertions on level and fields. */
+export function capturingLogger(level: 'debug' | 'info' = 'debug'): CapturedLog {
+  const lines: LogLine[] = [];
+  const waiting: { msg: string; resolve: (line: LogLine) => void }[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const text of chunk.toString().split('\n')) {
+        if (text.trim() === '') continue;
+        const line = JSON.parse(text) as LogLine;
+        lines.push(line);
+        for (const w of waiting.filter((w) => w.msg === line.msg)) {
+          waiting.splice(waiting.indexOf(w), 1);
+          w.resolve(line);
+        }
+      }
+      done();
+    },
+  });
+  return {
+    logger: pino({ level }, sink),
+    lines,
+    line: (msg) => {
+      const seen = lines.find((l) => l.msg === msg);
+      return seen ? Promise.resolve(seen) : new Promise((resolve) => waiting.push({ msg, resolve }));
+    },
+  };
+}

@@ -3,7 +3,7 @@
  * JetStream on. Modelled on nats.js's `nst`. Never touches the machine's NATS on 4222.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -32,9 +32,21 @@ process.once('exit', () => {
   for (const child of live) if (child.pid) try { process.kill(child.pid, 'SIGKILL'); } catch { /* gone */ }
 });
 
-export async function startNatsServer(options: { port?: number; storeDir?: string } = {}): Promise<TestNatsServer> {
+export interface NatsServerOptions {
+  readonly port?: number;
+  readonly storeDir?: string;
+  /** The server's max payload in bytes (a config file; nats-server has no flag for it). @defaultValue 1 MiB */
+  readonly maxPayload?: number;
+}
+
+export async function startNatsServer(options: NatsServerOptions = {}): Promise<TestNatsServer> {
   const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), 'docket-nats-'));
   const args = ['-js', '-sd', storeDir, '-a', '127.0.0.1', '-p', String(options.port ?? -1), '-m', '-1'];
+  if (options.maxPayload !== undefined) {
+    const config = join(storeDir, 'test.conf');
+    writeFileSync(config, `max_payload: ${options.maxPayload}\n`);
+    args.unshift('-c', config);
+  }
   const child = spawn(natsServerBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
   live.add(child);
   const { port, monitorPort } = await new Promise<{ port: number; monitorPort: number }>((resolve, reject) => {
@@ -99,7 +111,7 @@ export async function startNatsServer(options: { port?: number; storeDir?: strin
       child.kill('SIGKILL');
       await exited;
       live.delete(child);
-      return startNatsServer({ port, storeDir });
+      return startNatsServer({ port, storeDir, ...(options.maxPayload === undefined ? {} : { maxPayload: options.maxPayload }) });
     },
     [Symbol.asyncDispose]() {
       return server.stop();

@@ -1,0 +1,78 @@
+/**
+ * Answering a request safely, for `docket.cmd.*` and `docket.work.*` alike. A reply must fit
+ * the connection's max payload, or `msg.respond` throws; thrown outside a handler's `try`, that
+ * stopped the node (issue 12). Here every reply is encoded, measured and, when too big, replaced
+ * by a small error; and nothing thrown while sending ever leaves `respondSafely`.
+ */
+import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import { coerceError, DocketError, excerpt, InvalidRequestError, UnavailableError, type ErrorBody } from '../errors.js';
+import type { Logger } from '../logger.js';
+
+/** nats-server's default, for a connection that has no server info yet. */
+export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** Room kept under the max payload for what a reply wraps around its list (`ok`, a cursor, `truncated`). */
+const ENVELOPE_SLACK = 1024;
+
+/** An unexpected error's message is quoted up to this many characters. */
+const MAX_ERROR_MESSAGE_CHARS = 1024;
+
+/** The largest payload the server takes on this connection. */
+export function maxPayload(nc: NatsConnection): number {
+  return nc.info?.max_payload ?? DEFAULT_MAX_PAYLOAD;
+}
+
+/** Bytes a reply's list may fill: the max payload less the room its envelope needs. */
+export function replyBudget(nc: NatsConnection): number {
+  return Math.max(0, maxPayload(nc) - ENVELOPE_SLACK);
+}
+
+/** Buffer.from for the reason in encodeEnvelope (src/nats/codec.ts). */
+export function replyBytes(value: Record<string, unknown>): Uint8Array {
+  return Buffer.from(JSON.stringify(value));
+}
+
+/** The reply for a failed request: a DocketError's body, anything else `unavailable` (and logged). */
+export function errorReply(err: unknown, log: Logger): Record<string, unknown> {
+  if (err instanceof DocketError) return { ok: false, error: boundedBody(err.toBody()) };
+  const error = coerceError(err);
+  log.error({ err: error }, 'request failed');
+  return { ok: false, error: { code: 'unavailable', message: excerpt(error.message, MAX_ERROR_MESSAGE_CHARS) } };
+}
+
+/** Messages are built from short quotes already; this is the backstop for one that is not. */
+function boundedBody(body: ErrorBody): ErrorBody {
+  return body.message.length <= MAX_ERROR_MESSAGE_CHARS ? body : { ...body, message: excerpt(body.message, MAX_ERROR_MESSAGE_CHARS) };
+}
+
+/**
+ * Sends `reply` (an object, or bytes already encoded, e.g. a leader's answer being passed on)
+ * to `msg`. A reply over the max payload is replaced by a small `invalid_request` naming the
+ * limit (asking for less is the fix, so retrying as is cannot help); a send that fails anyway is
+ * answered `unavailable` once more, then only logged. Never throws.
+ */
+export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string, unknown> | Uint8Array, log: Logger): void {
+  if (!msg.reply) return;
+  const limit = maxPayload(nc);
+  let bytes: Uint8Array;
+  try {
+    bytes = reply instanceof Uint8Array ? reply : replyBytes(reply);
+  } catch (err) {
+    // JSON.stringify of a reply can only fail on a bug (a cycle, a BigInt): still answer.
+    bytes = replyBytes(errorReply(err, log));
+  }
+  if (bytes.length > limit) {
+    log.debug({ bytes: bytes.length, limit }, 'reply over the max payload, answered with an error');
+    bytes = replyBytes({ ok: false, error: new InvalidRequestError(`the reply (${bytes.length} bytes) exceeds the server's max payload of ${limit} bytes; ask for less`, { details: { max_payload: limit } }).toBody() });
+  }
+  try {
+    msg.respond(bytes);
+  } catch (err) {
+    log.warn({ err: coerceError(err), bytes: bytes.length }, 'reply could not be sent');
+    try {
+      msg.respond(replyBytes({ ok: false, error: new UnavailableError('the reply could not be sent; retry').toBody() }));
+    } catch {
+      // The connection is gone; the requester's timeout tells it so.
+    }
+  }
+}
