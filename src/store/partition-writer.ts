@@ -185,17 +185,17 @@ export class PartitionWriter {
   }
 
   private take(): Item[] {
-    const items: Item[] = [];
+    let count = 0;
     let events = 0;
     let bytes = 256;
-    while (this.queued.length > 0) {
-      const next = this.queued[0]!;
-      if (items.length > 0 && (events + next.events.length > COMMIT_LIMITS.maxEvents || bytes + next.bytes > COMMIT_LIMITS.maxBytes)) break;
-      items.push(this.queued.shift()!);
+    for (const next of this.queued) {
+      if (count > 0 && (events + next.events.length > COMMIT_LIMITS.maxEvents || bytes + next.bytes > COMMIT_LIMITS.maxBytes)) break;
+      count += 1;
       events += next.events.length;
       bytes += next.bytes;
     }
-    return items;
+    // One splice, not a shift per item: a commit of thousands of items would move the rest each time.
+    return this.queued.splice(0, count);
   }
 
   private async flush(): Promise<void> {
