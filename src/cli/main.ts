@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { DocketError } from '../errors.js';
+import { packageFile } from './package-files.js';
 import { writeError } from './render.js';
 
 type Register = (program: Command) => void;
@@ -30,7 +31,9 @@ const EXIT_GRACE_MS = 3_000;
 
 function version(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    const file = packageFile('package.json');
+    if (file === undefined) return '0.0.0';
+    const pkg = JSON.parse(readFileSync(file, 'utf8')) as { version?: string };
     return pkg.version ?? '0.0.0';
   } catch {
     return '0.0.0';
