@@ -30,6 +30,8 @@ export interface WorkerJobContext {
   heartbeat(): Promise<void>;
   /** Reports progress; sent with the next heartbeat and logged (not stored in the log). */
   progress(value: Json): void;
+  /** The exit code of the process this run stood for: recorded as `exit_code` on its completion or failure. */
+  setExitCode(code: number): void;
 }
 
 export type WorkerHandler = (job: WorkerJob, ctx: WorkerJobContext) => Promise<Json | void> | Json | void;
@@ -60,6 +62,9 @@ interface Active {
   readonly job: WorkerJob;
   readonly controller: AbortController;
   progress: Json | undefined;
+  exitCode: number | undefined;
+  /** The handler has returned or thrown; only the completion is still on its way. */
+  settled: boolean;
 }
 
 export class Worker {
@@ -75,6 +80,8 @@ export class Worker {
   private reserved = 0;
   private claimsInFlight = 0;
   private claimBackoff = false;
+  /** Claims have been failing since the last one answered: logged once per streak, not per retry. */
+  private claimsFailing = false;
   private readonly log: Logger;
   private readonly concurrency: number;
   private readonly leaseMs: number;
@@ -160,13 +167,17 @@ export class Worker {
         .then(
           ({ jobs }) => {
             backoffMs = 100;
+            if (this.claimsFailing) this.log.info('claims answered again');
+            this.claimsFailing = false;
             this.reserved -= free;
             for (const job of jobs) this.run(job);
           },
           async (err: unknown) => {
             this.reserved -= free;
             if (!this.running) return;
-            this.log.debug({ err }, 'claim failed, retrying');
+            if (!this.claimsFailing) this.log.warn({ reason: claimFailure(err) }, 'claims failing, retrying until they are answered');
+            else this.log.debug({ err }, 'claim failed, retrying');
+            this.claimsFailing = true;
             this.claimBackoff = true;
             await new Promise((r) => setTimeout(r, backoffMs));
             backoffMs = Math.min(2_000, backoffMs * 2);
@@ -183,15 +194,20 @@ export class Worker {
 
   private run(job: WorkerJob): void {
     const controller = new AbortController();
-    const entry: Active = { job, controller, progress: undefined };
+    const entry: Active = { job, controller, progress: undefined, exitCode: undefined, settled: false };
     this.active.set(job.run_id, entry);
     const log = this.log.child({ jobId: job.job_id, runId: job.run_id });
+    const startedAt = Date.now();
+    log.info({ attempt: job.attempt }, 'claimed');
     const ctx: WorkerJobContext = {
       runId: job.run_id,
       signal: controller.signal,
       heartbeat: () => this.heartbeat(),
       progress: (value) => {
         entry.progress = value;
+      },
+      setExitCode: (code) => {
+        entry.exitCode = code;
       },
     };
     void (async () => {
@@ -207,11 +223,14 @@ export class Worker {
           verb = 'fail';
           outcome = { error: { message: error.message || error.name, ...(error.stack ? { stack: error.stack.slice(0, 8_000) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
         }
-        const reply = await this.finish(verb, { run_id: job.run_id, job_id: job.job_id, ...outcome, ...this.nextClaim() }, log);
+        entry.settled = true;
+        const exit = entry.exitCode === undefined ? {} : { exit_code: entry.exitCode };
+        const reply = await this.finish(verb, { run_id: job.run_id, job_id: job.job_id, ...outcome, ...exit, ...this.nextClaim() }, log);
         if (reply) {
           this.counts[verb === 'complete' ? 'succeeded' : 'failed'] += 1;
           next = reply.jobs ?? [];
         }
+        log.info({ status: reply?.status ?? 'lost', durationMs: Date.now() - startedAt, ...(entry.exitCode === undefined ? {} : { exitCode: entry.exitCode }) }, 'finished');
       } finally {
         this.active.delete(job.run_id);
         // The slot this run held goes to the job its completion claimed (even while closing:
@@ -240,10 +259,10 @@ export class Worker {
    * Reports a run's end; resent on unavailability (idempotent by run id). The reply when the
    * leader took it; null when the run had lost its job (counted as lost) or it never got through.
    */
-  private async finish(verb: 'complete' | 'fail', body: unknown, log: Logger): Promise<{ jobs?: WorkerJob[] } | null> {
+  private async finish(verb: 'complete' | 'fail', body: unknown, log: Logger): Promise<{ status: string; jobs?: WorkerJob[] } | null> {
     for (let attempt = 0; attempt < 20; attempt++) {
       try {
-        return await this.request<{ jobs?: WorkerJob[] }>(verb, body, 10_000);
+        return await this.request<{ status: string; jobs?: WorkerJob[] }>(verb, body, 10_000);
       } catch (err) {
         if (err instanceof DocketError && err.code !== 'unavailable') {
           // stale_run / invalid_transition: the run lost its job; the log already says how.
@@ -271,7 +290,9 @@ export class Worker {
       const { lost } = await this.request<{ lost: string[] }>('heartbeat', body, 5_000);
       for (const runId of lost) {
         const entry = this.active.get(runId);
-        if (entry && !entry.controller.signal.aborted) {
+        // A settled run is "lost" once its own completion has been taken: a heartbeat sent while
+        // the completion flew is answered after it. Nothing to abort, nothing to warn about.
+        if (entry && !entry.settled && !entry.controller.signal.aborted) {
           this.log.warn({ runId, jobId: entry.job.job_id }, 'run lost its job, aborting');
           entry.controller.abort(new Error('run no longer holds its job'));
         }
@@ -296,4 +317,15 @@ export class Worker {
     clearInterval(this.heartbeatTimer);
     if (this.ownsConnection) await this.nc?.drain();
   }
+}
+
+/** A failed claim in one phrase, without a stack: what a person watching the worker needs. */
+function claimFailure(err: unknown): string {
+  // nats.js wraps a request's failure (RequestError) around the reason (NoRespondersError, ...).
+  const reason = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+  const name = reason instanceof Error ? reason.name : '';
+  const message = reason instanceof Error ? reason.message : String(reason);
+  if (name === 'NoRespondersError' || /no responders/i.test(message)) return 'no docket node is serving the queue';
+  if (name === 'TimeoutError' || /timeout/i.test(message)) return 'no reply from a docket node in time';
+  return message;
 }
