@@ -81,6 +81,19 @@ export async function main(argv: readonly string[] = process.argv): Promise<numb
   }
 }
 
+/**
+ * `docket progress | head -3`: once the reader has gone, the rest of the output has nowhere to go
+ * and the command nothing left to do. Exit quietly with the status so far, as `cat` does.
+ */
+function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
+  });
+}
+exitQuietlyOnClosedPipe(process.stdout);
+exitQuietlyOnClosedPipe(process.stderr);
+
 const code = await main();
 process.exitCode = code;
 setTimeout(() => process.exit(code), EXIT_GRACE_MS).unref();
