@@ -5,7 +5,7 @@
 import { DeliverPolicy, jetstream, type ConsumerMessages, type OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Envelope, JobEvent } from '../../machines/index.js';
-import { fromErrorBody, type ErrorBody } from '../errors.js';
+import { fromErrorBody, InvalidRequestError, type ErrorBody } from '../errors.js';
 import { connectNats } from '../nats/connection.js';
 import { decodeEnvelope } from '../nats/codec.js';
 import { EVENT_SUBJECTS, STREAM, subjects } from '../nats/subjects.js';
@@ -131,7 +131,16 @@ export class Client {
 
   /** Sends `docket.cmd.<verb>` and returns the reply's fields, or throws the typed DocketError. */
   async request<T>(verb: string, body: unknown): Promise<T> {
-    const msg = await this.nc.request(subjects.command(verb), JSON.stringify(body), { timeout: this.timeout });
+    const data = Buffer.from(JSON.stringify(body));
+    // nats.js refuses an oversized publish with an error that reads like a connection problem;
+    // the request is what is wrong, and resending it can never work.
+    const maxPayload = this.nc.info?.max_payload;
+    if (maxPayload !== undefined && data.length > maxPayload) {
+      throw new InvalidRequestError(`the ${verb} request is ${data.length} bytes, more than the server's max_payload of ${maxPayload}`, {
+        details: { bytes: data.length, max_payload: maxPayload },
+      });
+    }
+    const msg = await this.nc.request(subjects.command(verb), data, { timeout: this.timeout });
     const reply = msg.json<{ ok: boolean; error?: ErrorBody } & T>();
     if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
     return reply;
