@@ -61,8 +61,10 @@ describe('the packed package', () => {
     if (work) rmSync(work, { recursive: true, force: true });
   });
 
-  it('holds the build, the types, the bin and nats.conf, and no tests or sources', () => {
-    expect(files).toEqual(expect.arrayContaining(['dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js', 'dist/machines/index.js', 'bin/docket.js', 'nats.conf', 'package.json']));
+  it('holds the build, the types, the bin, nats.conf and the JSON Schemas, and no tests or sources', () => {
+    expect(files).toEqual(
+      expect.arrayContaining(['dist/src/index.js', 'dist/src/index.d.ts', 'dist/src/cli/main.js', 'dist/machines/index.js', 'bin/docket.js', 'nats.conf', 'package.json', 'schemas/cmd.submit.json', 'schemas/work.fail.json']),
+    );
     expect(files.filter((f) => f.startsWith('test/') || f.startsWith('src/') || f.startsWith('bench/') || (f.endsWith('.ts') && !f.endsWith('.d.ts')))).toEqual([]);
     expect(readdirSync(join(app, 'node_modules', 'docket', 'dist', 'src'))).toContain('index.d.ts');
   });
@@ -72,6 +74,9 @@ describe('the packed package', () => {
     const result = await exec(process.execPath, ['-e', script], app);
     expect(result.stderr).toBe('');
     expect(JSON.parse(result.stdout)).toEqual({ client: 'function', worker: 'function', node: 'function' });
+    // The schemas are reachable by the package's name too, for tools that read them from node_modules.
+    const schema = await exec(process.execPath, ['-e', "console.log(require(require.resolve('docket/schemas/cmd.submit.json')).title)"], app);
+    expect(schema.stdout.trim()).toBe('docket.cmd.submit request');
   });
 
   it('runs its bin without tsx: help, version, and a command that reaches for NATS', async () => {
