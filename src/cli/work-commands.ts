@@ -11,8 +11,10 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Command } from 'commander';
 import type { Json } from '../../machines/index.js';
 import type { WorkerJob, WorkerJobContext } from '../client/worker.js';
+import { Limits } from '../commands/limits.js';
 import { InvalidRequestError, NonRetryableJobError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { isQueueName } from '../nats/subjects.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
 import { parseInteger, parseLogLevel, parsePositiveInteger, readEnvironment, serverFrom } from './options.js';
 import { writeJson, writeOut } from './render.js';
@@ -225,6 +227,12 @@ async function workAction(queue: string, argv: readonly string[], flags: WorkFla
   const noRetryCode = flags.fatalExitCode === undefined ? undefined : parseInteger(flags.fatalExitCode, '--fatal-exit-code');
   const concurrency = flags.concurrency === undefined ? 1 : parsePositiveInteger(flags.concurrency, '--concurrency');
   const leaseMs = flags.leaseMs === undefined ? undefined : parsePositiveInteger(flags.leaseMs, '--lease-ms');
+  // What the Worker would refuse is refused before connecting: with NATS down, the user would
+  // otherwise see "waiting for NATS" rather than the mistake.
+  if (!isQueueName(queue)) throw new InvalidRequestError(`queue must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(queue)}`);
+  if (leaseMs !== undefined && (leaseMs < Limits.MinLeaseMs || leaseMs > Limits.MaxLeaseMs)) {
+    throw new InvalidRequestError(`--lease-ms must be ${Limits.MinLeaseMs}..${Limits.MaxLeaseMs}, got ${leaseMs}`);
+  }
   const url = serverFrom(flags.server) ?? DEFAULT_NATS_URL;
   const run: CommandRun = { file, args: argv.slice(1), noRetryCode, children: new Set() };
   const log = logger.child({ component: 'work', queue });

@@ -219,6 +219,14 @@ test('a command that cannot be started is refused when work starts, before it cl
       expect(worker.stderr()).toBe(`error invalid_request: cannot run ${JSON.stringify(command)}: ${reason}\n`);
     }
     expect((await client.get(job.job_id)).job.status).toBe('queued');
+
+    // Options the worker protocol refuses are refused before connecting: here nothing listens.
+    const badQueue = startWork(['bad queue', '--server', 'nats://127.0.0.1:1', '--', 'true']);
+    expect(await badQueue.exited).toBe(1);
+    expect(badQueue.stderr()).toBe('error invalid_request: queue must match [A-Za-z0-9_-]{1,64}, got "bad queue"\n');
+    const badLease = startWork([queue, '--server', 'nats://127.0.0.1:1', '--lease-ms', '10', '--', 'true']);
+    expect(await badLease.exited).toBe(1);
+    expect(badLease.stderr()).toBe('error invalid_request: --lease-ms must be 1000..86400000, got 10\n');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
