@@ -79,6 +79,25 @@ describe('the packed package', () => {
     expect(schema.stdout.trim()).toBe('docket.cmd.submit request');
   });
 
+  it('gives a TypeScript user its types (strict, no skipLibCheck)', async () => {
+    writeFileSync(
+      join(app, 'index.ts'),
+      [
+        "import { Client, Worker, type JobDetail, type WorkerJobContext } from 'docket';",
+        "export const client: Promise<Client> = Client.connect({ servers: 'nats://127.0.0.1:4222' });",
+        "export const worker = new Worker({ queue: 'q', handler: (job, ctx: WorkerJobContext) => { ctx.setExitCode(0); return { attempt: job.attempt }; } });",
+        "export type Status = JobDetail['job']['status'];",
+        '',
+      ].join('\n'),
+    );
+    // @types/node from this checkout: the user's own would do, and this keeps the install small.
+    const compilerOptions = { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2023', strict: true, noEmit: true, types: ['node'], typeRoots: [join(ROOT, 'node_modules', '@types')] };
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ compilerOptions, include: ['index.ts'] }));
+    const checked = await exec(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json'], app);
+    expect(checked.stdout + checked.stderr).toBe('');
+    expect(checked.code).toBe(0);
+  });
+
   it('runs its bin without tsx: help, version, and a command that reaches for NATS', async () => {
     const bin = join(app, 'node_modules', '.bin', 'docket');
     expect(existsSync(join(app, 'node_modules', 'tsx'))).toBe(false);
