@@ -3,6 +3,7 @@
  * and, with `--json`, one JSON document `{ok:true, ...}` with the reply's fields.
  */
 import type { Command } from 'commander';
+import type { Client, JobDetail } from '../client/client.js';
 import { JOB_STATUSES } from '../../machines/index.js';
 import { DocketError } from '../errors.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
@@ -19,6 +20,32 @@ interface SubmitFlags extends CommonFlags {
   readonly maxAttempts?: string;
   readonly id?: string;
   readonly file?: string;
+  readonly wait?: boolean;
+}
+
+/** The states a job does not leave. */
+const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'skipped', 'ignored']);
+/** `submit --wait` asks for the job this often at first, then doubling up to the maximum. */
+const WAIT_POLL_FIRST_MS = 50;
+const WAIT_POLL_MAX_MS = 1_000;
+
+/** Asks for the job until it has ended (a retry is a new job: this waits for this one). */
+async function waitForEnd(client: Client, jobId: string): Promise<JobDetail> {
+  for (let delayMs = WAIT_POLL_FIRST_MS; ; delayMs = Math.min(WAIT_POLL_MAX_MS, delayMs * 2)) {
+    const detail = await client.get(jobId);
+    if (ENDED.has(detail.job.status)) return detail;
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+  }
+}
+
+/** The outcome line of `submit --wait`: the result on success, else the error and exit code. */
+function outcomeLine(detail: JobDetail): string {
+  const { job, run } = detail;
+  const fields = (run ?? {}) as { result?: unknown; error?: { message?: string } | null; exit_code?: number | null; failure_reason?: string | null };
+  if (job.status === 'succeeded') return `job ${job.job_id} succeeded: ${JSON.stringify(fields.result ?? null)}`;
+  const why = fields.error?.message ?? fields.failure_reason ?? job.end_reason ?? job.status;
+  const exit = fields.exit_code === null || fields.exit_code === undefined ? '' : ` (exit code ${fields.exit_code})`;
+  return `job ${job.job_id} ${job.status}: ${String(why).replace(/\s*\n\s*/g, ' ')}${exit}`;
 }
 
 /** The job spec fields given by flags (the queue comes from the argument). */
@@ -37,6 +64,8 @@ async function submitAction(queue: string, flags: SubmitFlags): Promise<number> 
   const spec = { queue, ...specFromFlags(flags) };
   if (flags.file !== undefined) {
     if (flags.key !== undefined) throw new DocketError('invalid_request', '--key names one job; give keys per line in --file');
+    if (flags.params !== undefined) throw new DocketError('invalid_request', '--params is one job\'s params; give params per line in --file');
+    if (flags.wait) throw new DocketError('invalid_request', '--wait follows one job; it cannot be used with --file');
     const file = flags.file;
     const { submitFile } = await import('./submit-file.js');
     const summary = await withClient(flags, (client) => submitFile(client, file, spec, flags.id));
@@ -50,15 +79,25 @@ async function submitAction(queue: string, flags: SubmitFlags): Promise<number> 
       );
     } else {
       writeOut(`submitted ${summary.total} jobs: ${summary.created} created, ${summary.existing} already live, ${summary.failed} refused`);
-      for (const { line, error } of summary.failures.slice(0, 20)) writeErr(`line ${line}: error ${error.code}: ${error.message}`);
+      for (const { line, error } of summary.failures.slice(0, 20)) writeErr(`line ${line}: error ${error.code}: ${error.message.replace(/\s*\n\s*/g, ' ')}`);
       if (summary.failures.length > 20) writeErr(`... and ${summary.failures.length - 20} more`);
     }
     return ok ? 0 : 1;
   }
-  const result = await withClient(flags, (client) => client.submit({ ...spec, ...(flags.id === undefined ? {} : { id: flags.id }) } as Parameters<typeof client.submit>[0]));
-  if (flags.json) writeJson({ ok: true, ...result });
-  else writeOut(result.created ? `created job ${result.job_id} (${result.status})` : `job ${result.job_id} is already live for this key (${result.status}); nothing submitted`);
-  return 0;
+  return withClient(flags, async (client) => {
+    const result = await client.submit({ ...spec, ...(flags.id === undefined ? {} : { id: flags.id }) } as Parameters<typeof client.submit>[0]);
+    if (!flags.wait) {
+      if (flags.json) writeJson({ ok: true, ...result });
+      else writeOut(result.created ? `created job ${result.job_id} (${result.status})` : `job ${result.job_id} is already live for this key (${result.status}); nothing submitted`);
+      return 0;
+    }
+    if (!flags.json) writeErr(result.created ? `created job ${result.job_id} (${result.status}); waiting for it to end` : `job ${result.job_id} is already live for this key (${result.status}); waiting for it to end`);
+    const detail = await waitForEnd(client, result.job_id);
+    const succeeded = detail.job.status === 'succeeded';
+    if (flags.json) writeJson({ ok: succeeded, job_id: result.job_id, created: result.created, status: detail.job.status, run: detail.run });
+    else writeOut(outcomeLine(detail));
+    return succeeded ? 0 : 1;
+  });
 }
 
 interface JobsFlags extends CommonFlags {
@@ -164,7 +203,8 @@ export function registerJobCommands(program: Command): void {
       .option('--run-at <iso>', 'run no earlier than this ISO-8601 time')
       .option('--max-attempts <n>', 'attempts before the job stays failed (default 1)')
       .option('--id <command-id>', 'command id: resending the same id returns the first result')
-      .option('--file <path>', "JSON lines, one job spec per line ('-' for stdin); sent in batches of 10,000"),
+      .option('--file <path>', "JSON lines, one job spec per line ('-' for stdin); sent in batches of up to 10,000 jobs and 3/4 of the server's max_payload")
+      .option('--wait', 'wait for the job to end and print its result; exit 0 only when it succeeded'),
   ).action(async (queue: string, flags: SubmitFlags) => setExitCode(await submitAction(queue, flags)));
 
   withCommonOptions(

@@ -8,12 +8,12 @@ import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { packageFile } from './package-files.js';
 
 /** The config `docket up` starts nats-server with. */
-export const NATS_CONF = fileURLToPath(new URL('../../nats.conf', import.meta.url));
+export const NATS_CONF = packageFile('nats.conf') ?? 'nats.conf';
 /** The port nats.conf listens on; another port is given on the command line. */
 export const NATS_CONF_PORT = 4222;
 /** Start-up of a local nats-server takes 0.1-0.3 s here; more means something is wrong. */

@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { DocketError } from '../errors.js';
+import { packageFile } from './package-files.js';
 import { writeError } from './render.js';
 
 type Register = (program: Command) => void;
@@ -30,7 +31,9 @@ const EXIT_GRACE_MS = 3_000;
 
 function version(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    const file = packageFile('package.json');
+    if (file === undefined) return '0.0.0';
+    const pkg = JSON.parse(readFileSync(file, 'utf8')) as { version?: string };
     return pkg.version ?? '0.0.0';
   } catch {
     return '0.0.0';
@@ -77,6 +80,19 @@ export async function main(argv: readonly string[] = process.argv): Promise<numb
     return 1;
   }
 }
+
+/**
+ * `docket progress | head -3`: once the reader has gone, the rest of the output has nowhere to go
+ * and the command nothing left to do. Exit quietly with the status so far, as `cat` does.
+ */
+function exitQuietlyOnClosedPipe(stream: NodeJS.WriteStream): void {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(typeof process.exitCode === 'number' ? process.exitCode : 0);
+  });
+}
+exitQuietlyOnClosedPipe(process.stdout);
+exitQuietlyOnClosedPipe(process.stderr);
 
 const code = await main();
 process.exitCode = code;

@@ -1,6 +1,7 @@
 /**
  * `docket submit <queue> --file jobs.jsonl`: one job per line, sent in batches of up to 10,000
- * (one request each), with a progress bar when stderr is a terminal. A line is a job spec
+ * jobs and three quarters of the server's max_payload (one request each), with a progress bar
+ * when stderr is a terminal. A line is a job spec
  * (`{"params":{...},"key":...,"priority":...}`); the queue argument and the flags are defaults a
  * line may override. With `--id`, batch n carries the command id `<id>:<n>`, so running the same
  * file again with the same id completes what was missing and doubles nothing.
@@ -12,6 +13,17 @@ import { DocketError, InvalidRequestError, type ErrorBody } from '../errors.js';
 
 /** One request's worth of jobs: the server's batch limit (Limits.MaxBatchJobs). */
 export const FILE_CHUNK_JOBS = 10_000;
+/** nats-server's default max_payload, for a connection that has not said its own. */
+const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/**
+ * The bytes of jobs one request may carry: three quarters of the server's max_payload. The rest
+ * is margin for the request's own fields and for a node that forwards it wrapped in another
+ * message; any job within the params and key limits (65 KiB) fits many times over.
+ */
+export function batchBytesFor(maxPayload: number | undefined): number {
+  return Math.floor(((maxPayload ?? DEFAULT_MAX_PAYLOAD) * 3) / 4);
+}
 
 export interface FileSubmitSummary {
   readonly total: number;
@@ -58,6 +70,27 @@ function nameLines(message: string, lines: readonly number[]): string {
   });
 }
 
+/**
+ * A refused batch's issues (`details.issues`, paths `jobs.<i>.<field>`) grouped by the file line
+ * of job i, in line order: one message per line, its issues joined. Empty when the issues do not
+ * name jobs (the batch as a whole was refused).
+ */
+function issuesByLine(err: DocketError, lines: readonly number[]): { line: number; message: string }[] {
+  const issues = err.details?.['issues'];
+  if (!Array.isArray(issues)) return [];
+  const byLine = new Map<number, string[]>();
+  for (const issue of issues as unknown[]) {
+    if (issue === null || typeof issue !== 'object') return [];
+    const { path, message } = issue as { path?: unknown; message?: unknown };
+    const match = typeof path === 'string' ? /^jobs\.(\d+)(?:\.(.+))?$/.exec(path) : null;
+    const line = match ? lines[Number(match[1])] : undefined;
+    if (line === undefined || typeof message !== 'string') return [];
+    const text = `${match![2] === undefined ? '' : `${match![2]}: `}${message.replace(/\s*\n\s*/g, ' ')}`;
+    byLine.set(line, [...(byLine.get(line) ?? []), text]);
+  }
+  return [...byLine.entries()].sort(([a], [b]) => a - b).map(([line, messages]) => ({ line, message: messages.join('; ') }));
+}
+
 /** A line that is not a job spec; the batch it would have joined is not sent. */
 class LineError extends Error {
   constructor(
@@ -69,17 +102,21 @@ class LineError extends Error {
   }
 }
 
-async function* readChunks(path: string, defaults: Record<string, unknown>): AsyncGenerator<Chunk> {
+async function* readChunks(path: string, defaults: Record<string, unknown>, maxBatchBytes: number): AsyncGenerator<Chunk> {
   const input = path === '-' ? process.stdin : createReadStream(path);
   const reader = createInterface({ input, crlfDelay: Infinity });
   let jobs: Record<string, unknown>[] = [];
   let lines: number[] = [];
   let bytes = 0;
+  /** The encoded jobs of this chunk, each with its comma in the request's array. */
+  let batchBytes = 0;
   let lineNo = 0;
   for await (const text of reader) {
     lineNo += 1;
-    bytes += Buffer.byteLength(text) + 1;
-    if (text.trim() === '') continue;
+    if (text.trim() === '') {
+      bytes += Buffer.byteLength(text) + 1;
+      continue;
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
@@ -89,14 +126,22 @@ async function* readChunks(path: string, defaults: Record<string, unknown>): Asy
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
       throw new LineError(`line ${lineNo} must be a JSON object (a job spec)`, lineNo, lines[0] ?? lineNo);
     }
-    jobs.push({ ...defaults, ...(parsed as Record<string, unknown>) });
-    lines.push(lineNo);
-    if (jobs.length === FILE_CHUNK_JOBS) {
+    const job = { ...defaults, ...(parsed as Record<string, unknown>) };
+    const jobBytes = Buffer.byteLength(JSON.stringify(job)) + 1;
+    if (jobBytes > maxBatchBytes) {
+      throw new LineError(`line ${lineNo} is ${jobBytes} bytes of JSON, more than one request may carry (${maxBatchBytes})`, lineNo, lines[0] ?? lineNo);
+    }
+    if (jobs.length === FILE_CHUNK_JOBS || batchBytes + jobBytes > maxBatchBytes) {
       yield { jobs, lines, bytes };
       jobs = [];
       lines = [];
       bytes = 0;
+      batchBytes = 0;
     }
+    jobs.push(job);
+    lines.push(lineNo);
+    bytes += Buffer.byteLength(text) + 1;
+    batchBytes += jobBytes;
   }
   if (jobs.length > 0 || bytes > 0) yield { jobs, lines, bytes };
 }
@@ -124,7 +169,7 @@ export async function submitFile(
   const failures: { line: number; error: ErrorBody }[] = [];
   const untilHere = (first: number) => `(nothing from line ${first} on was submitted; the ${total} jobs before it were)`;
   try {
-    for await (const chunk of readChunks(path, defaults)) {
+    for await (const chunk of readChunks(path, defaults, batchBytesFor(client.nc.info?.max_payload))) {
       bytesDone += chunk.bytes;
       if (chunk.jobs.length > 0) {
         let reply;
@@ -133,6 +178,15 @@ export async function submitFile(
         } catch (err) {
           if (!(err instanceof DocketError)) throw err;
           const first = chunk.lines[0]!;
+          const byLine = issuesByLine(err, chunk.lines);
+          if (byLine.length > 0) {
+            // One line of output per refused line of the file, after the summary.
+            const refused = byLine.map(({ line, message }) => `line ${line}: ${message}`);
+            throw new DocketError(err.code, [`${byLine.length} line${byLine.length === 1 ? '' : 's'} refused ${untilHere(first)}`, ...refused].join('\n'), {
+              cause: err,
+              details: { lines: byLine, first_line_not_submitted: first, submitted: total, created, existing },
+            });
+          }
           throw new DocketError(err.code, `${nameLines(err.message, chunk.lines)} ${untilHere(first)}`, {
             cause: err,
             details: { ...(err.details ?? {}), first_line_not_submitted: first, submitted: total, created, existing },

@@ -34,6 +34,8 @@ export interface WorkerJobContext {
    * since the leader would refuse the heartbeat carrying it (and the run's lease would lapse).
    */
   progress(value: Json): void;
+  /** The exit code of the process this run stood for: recorded as `exit_code` on its completion or failure. */
+  setExitCode(code: number): void;
 }
 
 export type WorkerHandler = (job: WorkerJob, ctx: WorkerJobContext) => Promise<Json | void> | Json | void;
@@ -64,6 +66,9 @@ interface Active {
   readonly job: WorkerJob;
   readonly controller: AbortController;
   progress: Json | undefined;
+  exitCode: number | undefined;
+  /** The handler has returned or thrown; only the completion is still on its way. */
+  settled: boolean;
 }
 
 export class Worker {
@@ -79,6 +84,8 @@ export class Worker {
   private reserved = 0;
   private claimsInFlight = 0;
   private claimBackoff = false;
+  /** Claims have been failing since the last one answered: logged once per streak, not per retry. */
+  private claimsFailing = false;
   private readonly log: Logger;
   private readonly concurrency: number;
   private readonly leaseMs: number;
@@ -164,13 +171,17 @@ export class Worker {
         .then(
           ({ jobs }) => {
             backoffMs = 100;
+            if (this.claimsFailing) this.log.info('claims answered again');
+            this.claimsFailing = false;
             this.reserved -= free;
             for (const job of jobs) this.run(job);
           },
           async (err: unknown) => {
             this.reserved -= free;
             if (!this.running) return;
-            this.log.debug({ err }, 'claim failed, retrying');
+            if (!this.claimsFailing) this.log.warn({ reason: claimFailure(err) }, 'claims failing, retrying until they are answered');
+            else this.log.debug({ err }, 'claim failed, retrying');
+            this.claimsFailing = true;
             this.claimBackoff = true;
             await new Promise((r) => setTimeout(r, backoffMs));
             backoffMs = Math.min(2_000, backoffMs * 2);
@@ -187,9 +198,11 @@ export class Worker {
 
   private run(job: WorkerJob): void {
     const controller = new AbortController();
-    const entry: Active = { job, controller, progress: undefined };
+    const entry: Active = { job, controller, progress: undefined, exitCode: undefined, settled: false };
     this.active.set(job.run_id, entry);
     const log = this.log.child({ jobId: job.job_id, runId: job.run_id });
+    const startedAt = Date.now();
+    log.info({ attempt: job.attempt }, 'claimed');
     const ctx: WorkerJobContext = {
       runId: job.run_id,
       signal: controller.signal,
@@ -198,6 +211,9 @@ export class Worker {
         const bytes = Buffer.byteLength(JSON.stringify(value ?? null));
         if (bytes > Limits.MaxProgressBytes) throw new InvalidRequestError(`progress: must be at most ${Limits.MaxProgressBytes} bytes of JSON, got ${bytes}`);
         entry.progress = value;
+      },
+      setExitCode: (code) => {
+        entry.exitCode = code;
       },
     };
     void (async () => {
@@ -219,11 +235,14 @@ export class Worker {
           const message = cutToBytes(error.message || error.name, Limits.MaxErrorMessageBytes);
           outcome = { error: { message, ...(error.stack ? { stack: cutToBytes(error.stack, Limits.MaxErrorStackBytes) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
         }
-        const reply = await this.finish(verb, { run_id: job.run_id, job_id: job.job_id, ...outcome, ...this.nextClaim() }, log);
+        entry.settled = true;
+        const exit = entry.exitCode === undefined ? {} : { exit_code: entry.exitCode };
+        const reply = await this.finish(verb, { run_id: job.run_id, job_id: job.job_id, ...outcome, ...exit, ...this.nextClaim() }, log);
         if (reply) {
           this.counts[verb === 'complete' ? 'succeeded' : 'failed'] += 1;
           next = reply.jobs ?? [];
         }
+        log.info({ status: reply?.status ?? 'lost', durationMs: Date.now() - startedAt, ...(entry.exitCode === undefined ? {} : { exitCode: entry.exitCode }) }, 'finished');
       } finally {
         this.active.delete(job.run_id);
         // The slot this run held goes to the job its completion claimed (even while closing:
@@ -252,10 +271,10 @@ export class Worker {
    * Reports a run's end; resent on unavailability (idempotent by run id). The reply when the
    * leader took it; null when the run had lost its job (counted as lost) or it never got through.
    */
-  private async finish(verb: 'complete' | 'fail', body: unknown, log: Logger): Promise<{ jobs?: WorkerJob[] } | null> {
+  private async finish(verb: 'complete' | 'fail', body: unknown, log: Logger): Promise<{ status: string; jobs?: WorkerJob[] } | null> {
     for (let attempt = 0; attempt < 20; attempt++) {
       try {
-        return await this.request<{ jobs?: WorkerJob[] }>(verb, body, 10_000);
+        return await this.request<{ status: string; jobs?: WorkerJob[] }>(verb, body, 10_000);
       } catch (err) {
         if (err instanceof DocketError && err.code !== 'unavailable') {
           // stale_run / invalid_transition: the run lost its job; the log already says how.
@@ -283,7 +302,9 @@ export class Worker {
       const { lost } = await this.request<{ lost: string[] }>('heartbeat', body, 5_000);
       for (const runId of lost) {
         const entry = this.active.get(runId);
-        if (entry && !entry.controller.signal.aborted) {
+        // A settled run is "lost" once its own completion has been taken: a heartbeat sent while
+        // the completion flew is answered after it. Nothing to abort, nothing to warn about.
+        if (entry && !entry.settled && !entry.controller.signal.aborted) {
           this.log.warn({ runId, jobId: entry.job.job_id }, 'run lost its job, aborting');
           entry.controller.abort(new Error('run no longer holds its job'));
         }
@@ -319,3 +340,13 @@ function cutToBytes(text: string, maxBytes: number): string {
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
+/** A failed claim in one phrase, without a stack: what a person watching the worker needs. */
+function claimFailure(err: unknown): string {
+  // nats.js wraps a request's failure (RequestError) around the reason (NoRespondersError, ...).
+  const reason = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+  const name = reason instanceof Error ? reason.name : '';
+  const message = reason instanceof Error ? reason.message : String(reason);
+  if (name === 'NoRespondersError' || /no responders/i.test(message)) return 'no docket node is serving the queue';
+  if (name === 'TimeoutError' || /timeout/i.test(message)) return 'no reply from a docket node in time';
+  return message;
+}

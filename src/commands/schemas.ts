@@ -1,6 +1,7 @@
 /**
- * The command schemas: the validators, the TypeScript types of the wire, and (generated from
- * these) the JSON Schemas shipped in schemas/. Unknown fields are refused.
+ * The command schemas: the validators and the TypeScript types of the wire. Unknown fields are
+ * refused. The JSON Schemas in schemas/ (shipped in the package) are generated from these by
+ * `npm run schemas` (src/commands/json-schemas.ts); a test keeps them current.
  */
 import { z } from 'zod';
 import { JOB_STATUSES, Priority, type JsonObject } from '../../machines/index.js';
@@ -20,8 +21,9 @@ function isJson(value: unknown, depth: number): boolean {
   return Object.values(value as Record<string, unknown>).every((item) => isJson(item, depth + 1));
 }
 const jsonMessage = `must be JSON nested at most ${Limits.MaxJsonDepth} deep`;
-const jsonValue = z.custom<unknown>((v) => isJson(v, 0), jsonMessage);
-const jsonObject = z.custom<Record<string, unknown>>(
+/** Exported for the JSON Schema generator, which describes what JSON Schema cannot check. */
+export const jsonValue = z.custom<unknown>((v) => isJson(v, 0), jsonMessage);
+export const jsonObject = z.custom<Record<string, unknown>>(
   (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && isJson(v, 0),
   `must be a JSON object nested at most ${Limits.MaxJsonDepth} deep`,
 );
@@ -29,7 +31,7 @@ const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 
 export const queueName = z.string().regex(QUEUE_NAME, 'must match [A-Za-z0-9_-]{1,64}');
 export const idToken = z.string().regex(ID_TOKEN, 'must be 1-128 characters of [A-Za-z0-9_-]');
-const commandId = z.string().min(1).max(200);
+export const commandId = z.string().min(1).max(200);
 
 export const backoffSchema = z
   .object({

@@ -303,7 +303,7 @@ describe('docket CLI against a docket up child', () => {
       writeFileSync(bad, '{"params":{}}\n{"priority":300}\n');
       const refused = await docket(['submit', queueFor('file-bad'), '--file', bad]);
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toMatch(/^error invalid_request: line 2 priority/);
+      expect(refused.stderr).toBe('error invalid_request: 1 line refused (nothing from line 1 on was submitted; the 0 jobs before it were)\nline 2: priority: Too big: expected number to be <=255\n');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

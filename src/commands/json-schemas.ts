@@ -1,0 +1,138 @@
+/**
+ * JSON Schemas (draft 2020-12) of every request docket takes, generated from the zod validators
+ * in schemas.ts with zod's `z.toJSONSchema`, for clients in other languages. `npm run schemas`
+ * writes them to schemas/ (shipped in the package); test/commands/json-schemas.props.test.ts
+ * checks that they are current and that whatever the node accepts, they accept.
+ *
+ * What JSON Schema cannot say is said in a `description` and left to the node: the byte limits
+ * of params and keys (measured on the JSON text) and the nesting depth of JSON values. What it
+ * can say beyond zod's output is added here: the cross-field rules of a job spec and of move.
+ * Replies and events have no zod validators, so they have no schemas yet.
+ */
+import { z } from 'zod';
+import { Limits } from './limits.js';
+import {
+  cancelSchema,
+  claimSchema,
+  commandId,
+  completeSchema,
+  failSchema,
+  getSchema,
+  heartbeatSchema,
+  jobSpecSchema,
+  jsonObject,
+  jsonValue,
+  listSchema,
+  moveSchema,
+  progressSchema,
+  retrySchema,
+  submitBatchSchema,
+} from './schemas.js';
+
+export type JsonSchema = { [key: string]: unknown };
+
+const DRAFT = 'https://json-schema.org/draft/2020-12/schema';
+const DEPTH_NOTE = `nested at most ${Limits.MaxJsonDepth} deep (a limit the node checks; JSON Schema does not express it)`;
+
+/** The check function behind a custom zod type: refinements clone the type, and keep it. */
+function customCheck(schema: z.core.$ZodType): unknown {
+  const def = schema._zod.def as { type: string; fn?: unknown };
+  return def.type === 'custom' ? def.fn : undefined;
+}
+
+function generate(schema: z.ZodType): JsonSchema {
+  const json = z.toJSONSchema(schema, {
+    io: 'input',
+    // The custom JSON types are described by the override below, never left as they come.
+    unrepresentable: 'any',
+    override: (ctx) => {
+      const check = customCheck(ctx.zodSchema);
+      if (check === undefined) return;
+      if (check === customCheck(jsonObject)) Object.assign(ctx.jsonSchema, { type: 'object', description: `A JSON object ${DEPTH_NOTE}.` });
+      else if (check === customCheck(jsonValue)) Object.assign(ctx.jsonSchema, { description: `Any JSON value ${DEPTH_NOTE}.` });
+      else throw new Error(`a custom zod type the JSON Schema generator does not know, at ${ctx.path.join('.')}`);
+    },
+  }) as JsonSchema;
+  delete json['$schema'];
+  return json;
+}
+
+function properties(schema: JsonSchema): Record<string, JsonSchema> {
+  return schema['properties'] as Record<string, JsonSchema>;
+}
+
+/** A byte limit measured on the JSON text, which JSON Schema has no keyword for. */
+function byteLimitNote(schema: JsonSchema, what: string, bytes: number): void {
+  const before = typeof schema['description'] === 'string' ? `${schema['description']} ` : '';
+  schema['description'] = `${before}${what} at most ${bytes} bytes as JSON text (UTF-8): checked by the node, not expressed by this schema.`;
+}
+
+/** A job spec: zod's output plus the byte limits said and delay_ms/run_at made exclusive. */
+function jobSpec(): JsonSchema {
+  const json = generate(jobSpecSchema);
+  const props = properties(json);
+  byteLimitNote(props['key']!, 'The key is', Limits.MaxKeyBytes);
+  byteLimitNote(props['params']!, 'The params are', Limits.MaxParamsBytes);
+  return {
+    ...json,
+    description: 'One job. Give delay_ms or run_at, not both.',
+    not: { required: ['delay_ms', 'run_at'] },
+  };
+}
+
+/**
+ * Said on every schema: string lengths are counted differently. A string of characters outside
+ * the BMP (emoji) may pass maxLength here and still be refused by the node; never the reverse.
+ */
+const LENGTH_NOTE = 'String lengths: the node counts UTF-16 code units, JSON Schema counts characters, so a string with characters outside the Basic Multilingual Plane can pass a maxLength here and be refused by the node.';
+
+function request(title: string, description: string, body: JsonSchema): JsonSchema {
+  const { description: bodyDescription, ...rest } = body;
+  const text = [description, typeof bodyDescription === 'string' ? bodyDescription : undefined, LENGTH_NOTE].filter((d) => d !== undefined).join(' ');
+  return { $schema: DRAFT, title, description: text, ...rest };
+}
+
+function submit(): JsonSchema {
+  const batch = generate(submitBatchSchema);
+  (properties(batch)['jobs'] as JsonSchema)['items'] = jobSpec();
+  // One job is a job spec with the command id beside its fields (the spec is closed, so the id
+  // goes into its properties rather than through a $ref, which additionalProperties would not see).
+  const one = jobSpec();
+  one['properties'] = { ...properties(one), id: generate(commandId) };
+  return request(
+    'docket.cmd.submit request',
+    `One job (a job spec with an optional command id \`id\`), or a batch {id?, jobs: [job spec, ...]} of up to ${Limits.MaxBatchJobs} jobs. A body with a \`jobs\` field is a batch.`,
+    { anyOf: [one, batch] },
+  );
+}
+
+function move(): JsonSchema {
+  return {
+    ...generate(moveSchema),
+    not: { required: ['before', 'after'] },
+    anyOf: [{ required: ['priority'] }, { required: ['before'] }, { required: ['after'] }],
+  };
+}
+
+/** Every schema by file name (without .json): `cmd.<verb>` and `work.<verb>` by subject, and the job spec. */
+export function jsonSchemas(): Record<string, JsonSchema> {
+  return {
+    'job-spec': request('docket job spec', 'One job as submitted (docket.cmd.submit, alone or in a batch).', jobSpec()),
+    'cmd.submit': submit(),
+    'cmd.cancel': request('docket.cmd.cancel request', 'Cancel a waiting, queued or running job.', generate(cancelSchema)),
+    'cmd.get': request('docket.cmd.get request', 'One job with its run and history.', generate(getSchema)),
+    'cmd.list': request('docket.cmd.list request', "A page of a queue's jobs in submit order.", generate(listSchema)),
+    'cmd.progress': request('docket.cmd.progress request', 'Counts per queue (one queue, or all).', generate(progressSchema)),
+    'cmd.retry': request('docket.cmd.retry request', 'Retry a failed or cancelled job by hand.', generate(retrySchema)),
+    'cmd.move': request('docket.cmd.move request', 'Reorder a queued job: give priority, before or after (not both before and after).', move()),
+    'work.claim': request('docket.work.<queue>.claim request', 'Claim up to `max` jobs of the queue.', generate(claimSchema)),
+    'work.heartbeat': request('docket.work.<queue>.heartbeat request', 'Extend the leases of these runs; the reply names the runs that lost their job.', generate(heartbeatSchema)),
+    'work.complete': request('docket.work.<queue>.complete request', 'A run succeeded.', generate(completeSchema)),
+    'work.fail': request('docket.work.<queue>.fail request', 'A run failed.', generate(failSchema)),
+  };
+}
+
+/** A schema file's text, as `npm run schemas` writes it and the test compares it. */
+export function schemaFileText(schema: JsonSchema): string {
+  return `${JSON.stringify(schema, null, 2)}\n`;
+}

@@ -1,0 +1,197 @@
+/**
+ * The shipped JSON Schemas (schemas/*.json) against the node's zod validators:
+ * - the files are what `npm run schemas` writes now;
+ * - on fast-check samples (arbitrary JSON, and commands built field by field from values valid or
+ *   not), whatever the node accepts the schema accepts: a client validating with the schema never
+ *   refuses a request the node would take;
+ * - where the node refuses for a reason the schema expresses (every zod issue but `custom`, which
+ *   is the byte and depth limits, and string lengths, counted in other units), the schema refuses too.
+ * Ajv is the validator an outside client would use (draft 2020-12, formats from ajv-formats).
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test as fcTest } from '@fast-check/vitest';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import fc from 'fast-check';
+import type { z } from 'zod';
+import { describe, expect, test } from 'vitest';
+import { JOB_STATUSES } from '../../machines/index.js';
+import { jsonSchemas, schemaFileText } from '../../src/commands/json-schemas.js';
+import {
+  cancelSchema,
+  claimSchema,
+  completeSchema,
+  failSchema,
+  getSchema,
+  heartbeatSchema,
+  jobSpecSchema,
+  listSchema,
+  moveSchema,
+  progressSchema,
+  retrySchema,
+  submitBatchSchema,
+  submitOneSchema,
+} from '../../src/commands/schemas.js';
+
+const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 300);
+const SCHEMA_DIR = join(import.meta.dirname, '..', '..', 'schemas');
+
+// strictRequired off: `not: { required: [...] }` ("not both") names properties defined beside it, not in it.
+const ajv = new Ajv2020({ strict: true, strictRequired: false });
+addFormats.default(ajv);
+const generated = jsonSchemas();
+const schemaValidators = Object.fromEntries(Object.entries(generated).map(([name, schema]) => [name, ajv.compile(schema)]));
+
+/** The node's validator of each schema: submit picks one job or a batch as validateSubmit does. */
+const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = {
+  'job-spec': (v) => jobSpecSchema.safeParse(v),
+  'cmd.submit': (v) => (v !== null && typeof v === 'object' && 'jobs' in v ? submitBatchSchema.safeParse(v) : submitOneSchema.safeParse(v)),
+  'cmd.cancel': (v) => cancelSchema.safeParse(v),
+  'cmd.get': (v) => getSchema.safeParse(v),
+  'cmd.list': (v) => listSchema.safeParse(v),
+  'cmd.progress': (v) => progressSchema.safeParse(v),
+  'cmd.retry': (v) => retrySchema.safeParse(v),
+  'cmd.move': (v) => moveSchema.safeParse(v),
+  'work.claim': (v) => claimSchema.safeParse(v),
+  'work.heartbeat': (v) => heartbeatSchema.safeParse(v),
+  'work.complete': (v) => completeSchema.safeParse(v),
+  'work.fail': (v) => failSchema.safeParse(v),
+};
+
+// Samples are built field by field: in 'valid' mode from valid values only (what the node must
+// accept, so the schema must too), in 'mixed' mode with values past the limits or of any JSON now
+// and then (what the node refuses, mostly for reasons the schema must express).
+type Mode = 'valid' | 'mixed';
+const anyJson = fc.jsonValue({ maxDepth: 3 });
+const jsonObject = fc.dictionary(fc.string({ maxLength: 8 }), anyJson, { maxKeys: 4 });
+
+function arbs(mode: Mode) {
+  const pick = <T>(valid: fc.Arbitrary<T>, invalid: fc.Arbitrary<unknown>): fc.Arbitrary<unknown> =>
+    mode === 'valid' ? valid : fc.oneof({ weight: 5, arbitrary: valid }, { weight: 1, arbitrary: invalid }, { weight: 1, arbitrary: anyJson });
+  // Lengths as zod counts them (UTF-16 code units); graphemes bring characters outside the BMP.
+  const text = (minLength: number, maxLength: number) =>
+    pick(
+      fc.oneof(fc.string({ minLength, maxLength }), fc.string({ minLength, maxLength, unit: 'grapheme' }).filter((t) => t.length <= maxLength)),
+      fc.string({ minLength: maxLength + 1, maxLength: maxLength + 3 }),
+    );
+  const int = (min: number, max: number) => pick(fc.integer({ min, max }), fc.oneof(fc.constant(min - 1), fc.constant(max + 1), fc.double()));
+  const queue = pick(fc.stringMatching(/^[A-Za-z0-9_-]{1,64}$/), fc.string({ maxLength: 70 }));
+  const idToken = pick(fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/), fc.string({ maxLength: 130 }));
+  const runAt = pick(
+    fc.oneof(
+      fc.date({ min: new Date('1900-01-01T00:00:00Z'), max: new Date('2200-01-01T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString()),
+      fc.date({ min: new Date('2000-01-01T00:00:00Z'), max: new Date('2100-01-01T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString().replace(/\.\d+Z$/, '-07:00')),
+    ),
+    fc.oneof(fc.string({ maxLength: 30 }), fc.constant('2030-02-30T00:00:00Z'), fc.constant('2030-01-01T00:00:00')),
+  );
+  const backoff = pick(
+    fc.record({ base_ms: fc.nat(), max_ms: fc.nat(), jitter: fc.double({ min: 0, max: 1, noNaN: true }) }),
+    fc.record({ base_ms: int(0, 1e6), max_ms: int(0, 1e6), jitter: fc.double({ noNaN: true, noDefaultInfinity: true }) }, { requiredKeys: [] }),
+  );
+  const jobSpec = fc
+    .record(
+      {
+        queue,
+        key: pick(fc.oneof(fc.string({ minLength: 1, maxLength: 20 }), jsonObject), fc.constant('')),
+        params: pick(jsonObject, fc.array(anyJson)),
+        priority: int(0, 255),
+        delay_ms: int(0, 316_224_000_000),
+        run_at: runAt,
+        max_attempts: int(1, 1000),
+        backoff,
+      },
+      { requiredKeys: ['queue'] },
+    )
+    // delay_ms and run_at together are refused: a valid spec has at most one.
+    .map((spec) => (mode === 'valid' && 'delay_ms' in spec ? (({ run_at: _, ...rest }) => rest)(spec) : spec));
+  const commandId = text(1, 200);
+  const claimFields = { worker: text(1, 200), max: int(1, 1000), lease_ms: int(1000, 86_400_000), host: text(0, 200), pid: int(0, 1e6), version: text(0, 200) };
+  const jobError = pick(
+    fc.record({ message: fc.string({ maxLength: 50 }), stack: fc.string({ maxLength: 50 }), retryable: fc.boolean() }, { requiredKeys: ['message'] }),
+    fc.record({ stack: fc.string() }),
+  );
+  const required = <K extends string>(...keys: K[]) => ({ requiredKeys: mode === 'valid' ? keys : [] });
+  return {
+    'job-spec': jobSpec,
+    'cmd.submit': fc.oneof(
+      fc.tuple(jobSpec, fc.option(commandId, { nil: undefined })).map(([spec, id]) => (id === undefined ? spec : { ...spec, id })),
+      fc.record({ id: commandId, jobs: fc.array(jobSpec, { minLength: mode === 'valid' ? 1 : 0, maxLength: 4 }) }, required('jobs')),
+    ),
+    'cmd.cancel': fc.record({ id: commandId, job_id: idToken, reason: text(0, 1000) }, required('job_id')),
+    'cmd.get': fc.record({ job_id: idToken }, required('job_id')),
+    'cmd.list': fc.record(
+      { queue, status: pick(fc.constantFrom(...JOB_STATUSES), fc.constant('bogus')), limit: int(1, 1000), cursor: pick(fc.stringMatching(/^\d+$/), fc.string({ maxLength: 5 })) },
+      required('queue'),
+    ),
+    'cmd.progress': fc.record({ queue }, { requiredKeys: [] }),
+    'cmd.retry': fc.record({ id: commandId, job_id: idToken }, required('job_id')),
+    'cmd.move': fc
+      .record({ id: commandId, job_id: idToken, priority: int(0, 255), before: idToken, after: idToken }, required('job_id'))
+      // A valid move names a priority or one neighbour, never both neighbours.
+      .map((m) => (mode === 'valid' ? ('before' in m ? (({ after: _, ...rest }) => rest)(m) : 'after' in m || 'priority' in m ? m : { ...m, priority: 1 }) : m)),
+    'work.claim': fc.record({ ...claimFields, wait_ms: int(0, 60_000) }, required('worker')),
+    'work.heartbeat': fc.record({ worker: text(0, 200), run_ids: fc.array(idToken, { maxLength: 4 }), progress: fc.dictionary(fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/), anyJson, { maxKeys: 3 }) }, required('run_ids')),
+    'work.complete': fc.record({ run_id: idToken, job_id: idToken, result: anyJson, exit_code: int(-255, 255), next: fc.record(claimFields, required('worker')) }, required('run_id', 'job_id')),
+    'work.fail': fc.record({ run_id: idToken, job_id: idToken, error: jobError, exit_code: int(-255, 255), next: fc.record(claimFields, required('worker')) }, required('run_id', 'job_id', 'error')),
+  } satisfies Record<string, fc.Arbitrary<Record<string, unknown>>>;
+}
+const VALID: Record<string, fc.Arbitrary<Record<string, unknown>>> = arbs('valid');
+const MIXED: Record<string, fc.Arbitrary<Record<string, unknown>>> = arbs('mixed');
+
+/** Valid commands, commands with some fields wrong or unknown, and plain JSON of any shape. */
+function samplesOf(name: string): fc.Arbitrary<unknown> {
+  const withUnknown = fc.tuple(MIXED[name]!, anyJson).map(([v, extra]) => ({ ...v, unknown_field: extra }));
+  return fc.oneof({ weight: 4, arbitrary: VALID[name]! }, { weight: 4, arbitrary: MIXED[name]! }, { weight: 1, arbitrary: withUnknown }, { weight: 1, arbitrary: anyJson });
+}
+
+/** Issues a JSON Schema can be asked to refuse as well: not refinements, not string lengths (counted in other units). */
+function expressible(issues: readonly z.core.$ZodIssue[]): boolean {
+  return issues.every((issue) => issue.code !== 'custom' && !((issue.code === 'too_big' || issue.code === 'too_small') && issue.origin === 'string'));
+}
+
+describe('the JSON Schemas in schemas/', () => {
+  test('are the ones npm run schemas writes from the validators now', () => {
+    const files = readdirSync(SCHEMA_DIR).filter((f) => f.endsWith('.json')).sort();
+    expect(files).toEqual(Object.keys(generated).map((name) => `${name}.json`).sort());
+    for (const [name, schema] of Object.entries(generated)) expect(readFileSync(join(SCHEMA_DIR, `${name}.json`), 'utf8'), name).toBe(schemaFileText(schema));
+  });
+
+  test('cover every validator', () => {
+    expect(Object.keys(NODE).sort()).toEqual(Object.keys(generated).sort());
+    expect(Object.keys(VALID).sort()).toEqual(Object.keys(generated).sort());
+  });
+
+  for (const name of Object.keys(generated)) {
+    // Keeps the first property honest: half its samples come from here, and all of them are valid.
+    fcTest.prop([VALID[name]!], { numRuns: Math.ceil(numRuns / 3) })(`${name}: the valid samples are accepted by the node and by the schema`, (sample) => {
+      const value: unknown = JSON.parse(JSON.stringify(sample));
+      const node = NODE[name]!(value);
+      expect(node.success, node.success ? '' : JSON.stringify(node.error.issues)).toBe(true);
+      expect(schemaValidators[name]!(value), JSON.stringify(schemaValidators[name]!.errors)).toBe(true);
+    });
+
+    fcTest.prop([samplesOf(name)], { numRuns })(`${name}: what the node accepts the schema accepts; what it refuses expressibly the schema refuses`, (sample) => {
+      // What the node validates is the request as JSON text parsed again.
+      const value: unknown = JSON.parse(JSON.stringify(sample) ?? 'null');
+      const node = NODE[name]!(value);
+      const schemaAccepts = schemaValidators[name]!(value);
+      if (node.success) expect(schemaAccepts, JSON.stringify(schemaValidators[name]!.errors)).toBe(true);
+      else if (expressible(node.error.issues)) expect(schemaAccepts, JSON.stringify(node.error.issues)).toBe(false);
+    });
+  }
+
+  test('refuse what the node refuses by a cross-field rule, and say what they leave to the node', () => {
+    const submit = schemaValidators['cmd.submit']!;
+    expect(submit({ queue: 'q', delay_ms: 5, run_at: '2030-01-01T00:00:00Z' })).toBe(false);
+    expect(submit({ queue: 'q', id: 'c1', params: { a: 1 } })).toBe(true);
+    expect(submit({ jobs: [{ queue: 'q', delay_ms: 5, run_at: '2030-01-01T00:00:00Z' }] })).toBe(false);
+    expect(submit({ jobs: [{ queue: 'q', id: 'c1' }] })).toBe(false);
+    const move = schemaValidators['cmd.move']!;
+    expect(move({ job_id: 'j' })).toBe(false);
+    expect(move({ job_id: 'j', before: 'a', after: 'b' })).toBe(false);
+    expect(move({ job_id: 'j', after: 'b' })).toBe(true);
+    expect(JSON.stringify(generated['job-spec'])).toContain('at most 65536 bytes as JSON text (UTF-8): checked by the node, not expressed by this schema');
+    expect(JSON.stringify(generated['work.complete'])).toContain('nested at most 64 deep');
+  });
+});
