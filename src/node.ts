@@ -200,6 +200,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   // The writers of the partitions this node leads: set when the lease is taken, ready once the
   // partition is folded to its tip.
   const writers = new Map<string, Promise<PartitionWriter>>();
+  /** The same writers once open (what the idle check reads synchronously). */
+  const openWriters = new Map<string, PartitionWriter>();
   const openWriter = async (queue: string, epoch: number): Promise<PartitionWriter> => {
     const partition = queuePartition(queue);
     const tip = await readPartitionTip(jsm, partition);
@@ -224,7 +226,12 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const queries: QueryContext = { store, progress, queueIndex, replyBudget: () => replyBudget(nc) };
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
-  const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1);
+  // A queue with no live job, no parked claim and nothing in its writer needs no leader.
+  const isIdle = (queue: string): boolean => {
+    const { pending, reserved } = progress.of(queue);
+    return pending + reserved === 0 && (dispatchers.get(queue)?.parked ?? 0) === 0 && (openWriters.get(queue)?.idle ?? !writers.has(queue));
+  };
+  const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1, isIdle);
   const router = new PartitionRouter(nc, leadership, tail, root.child({ component: 'router' }));
   router.register('submit', async (_queue, body) => ({ jobs: await submitPart(context, body as SubmitPart) }));
   router.register('cancel', (_queue, body) => cancelJob(context, body as CancelCommand));
@@ -309,6 +316,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const stopWriting = (queue: string, why: string): void => {
     const opening = writers.get(queue);
     writers.delete(queue);
+    openWriters.delete(queue);
     void opening?.then((writer) => writer.close(new UnavailableError(`${why}; retry`)), () => undefined);
   };
   undo.push(() => {
@@ -317,11 +325,12 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   leadership.onChange((queue, leading) => {
     if (leading) {
       // Claims are taken at once; they are decided once the writer serves.
-      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue })));
+      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue }), () => replyBudget(nc)));
       // The writer serves once the partition is folded to its tip and recovery (DESIGN's matrix)
       // is done: fresh leases for running jobs, missing retries. Until then every write and
       // heartbeat of the queue waits, so none is answered from a half-recovered state.
       const serving: Promise<PartitionWriter> = openWriter(queue, leadership.epochOf(queue)).then(async (writer) => {
+        if (writers.get(queue) === serving) openWriters.set(queue, writer);
         await writer.ready();
         if (writers.get(queue) === serving) {
           leases.adopt(queue, store.values());

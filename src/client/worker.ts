@@ -12,6 +12,7 @@ import { coerceError, DocketError, fromErrorBody, InvalidRequestError, NonRetrya
 import { JobDefaults, Limits } from '../commands/limits.js';
 import { randomIds } from '../ids.js';
 import { silentLogger, type Logger } from '../logger.js';
+import { CompletionBatcher, type CompletionVerb } from './completions.js';
 import { connectNats, requestBytes } from '../nats/connection.js';
 import { isQueueName, subjects, type WorkVerb } from '../nats/subjects.js';
 
@@ -22,8 +23,13 @@ const MAX_CLAIMS_IN_FLIGHT = 4;
 export type WorkerJob = ClaimedJob;
 
 export interface WorkerJobContext {
-  /** The run id: a fencing token to hand to downstream systems. */
+  /** The run id: the handle of this run's completion. */
   readonly runId: string;
+  /**
+   * The position of the run's claim in the log: strictly increasing within the queue. Hand it to
+   * a downstream system so it can refuse a write from an older run of the same job.
+   */
+  readonly fencingToken: number;
   /** Fired when the run no longer holds its job (cancelled, lease lost) or the worker stops hard. */
   readonly signal: AbortSignal;
   /** Extends the lease now (heartbeats are also sent automatically). */
@@ -93,6 +99,14 @@ export class Worker {
   private readonly host = hostname();
   /** Runs finished by this worker, by outcome (for tests and metrics). */
   readonly counts = { succeeded: 0, failed: 0, lost: 0 };
+  /**
+   * Run ends, one batcher per verb: each request carries the claim for the slots it frees
+   * (one round trip per batch of jobs); none while stopping.
+   */
+  private readonly completions: Record<CompletionVerb, CompletionBatcher> = {
+    complete: this.batcher('complete'),
+    fail: this.batcher('fail'),
+  };
 
   /** Throws InvalidRequestError for options the worker protocol would refuse on every claim. */
   constructor(private readonly options: WorkerOptions) {
@@ -205,6 +219,7 @@ export class Worker {
     log.info({ attempt: job.attempt }, 'claimed');
     const ctx: WorkerJobContext = {
       runId: job.run_id,
+      fencingToken: job.fencing_token,
       signal: controller.signal,
       heartbeat: () => this.heartbeat(),
       progress: (value) => {
@@ -237,12 +252,20 @@ export class Worker {
         }
         entry.settled = true;
         const exit = entry.exitCode === undefined ? {} : { exit_code: entry.exitCode };
-        const reply = await this.finish(verb, { run_id: job.run_id, job_id: job.job_id, ...outcome, ...exit, ...this.nextClaim() }, log);
-        if (reply) {
+        const done = await this.completions[verb].report({ run_id: job.run_id, job_id: job.job_id, ...outcome, ...exit });
+        let status = 'lost';
+        if ('status' in done) {
           this.counts[verb === 'complete' ? 'succeeded' : 'failed'] += 1;
-          next = reply.jobs ?? [];
+          status = done.status;
+          next = done.next ? [done.next] : [];
+        } else if ('refused' in done) {
+          // stale_run / invalid_transition: the run lost its job; the log already says how.
+          log.warn({ err: done.refused }, `${verb} refused`);
+          this.counts.lost += 1;
+        } else {
+          log.error(`${verb} not delivered; the lease will lapse`);
         }
-        log.info({ status: reply?.status ?? 'lost', durationMs: Date.now() - startedAt, ...(entry.exitCode === undefined ? {} : { exitCode: entry.exitCode }) }, 'finished');
+        log.info({ status, durationMs: Date.now() - startedAt, ...(entry.exitCode === undefined ? {} : { exitCode: entry.exitCode }) }, 'finished');
       } finally {
         this.active.delete(job.run_id);
         // The slot this run held goes to the job its completion claimed (even while closing:
@@ -253,40 +276,18 @@ export class Worker {
     })();
   }
 
-  /**
-   * The claim a completion carries for the slot it frees: one round trip per job instead of two.
-   * Not while stopping; an empty answer leaves the slot to the claim loop's long poll.
-   */
-  private nextClaim(): { next?: Record<string, unknown> } {
-    if (!this.running) return {};
-    return { next: this.claimFields(1) };
+  private batcher(verb: CompletionVerb): CompletionBatcher {
+    return new CompletionBatcher(
+      verb,
+      (v, body) => this.request(v, body, 10_000),
+      (max) => (this.running ? this.claimFields(max) : undefined),
+      (attempt) => Math.min(2_000, 100 * 2 ** attempt),
+    );
   }
 
   /** What every claim of this worker says: who asks, for how many, the lease and the run's meta. */
   private claimFields(max: number): Record<string, unknown> {
     return { worker: this.id, max, lease_ms: this.leaseMs, host: this.host, pid: process.pid, version: this.options.version ?? 'unknown' };
-  }
-
-  /**
-   * Reports a run's end; resent on unavailability (idempotent by run id). The reply when the
-   * leader took it; null when the run had lost its job (counted as lost) or it never got through.
-   */
-  private async finish(verb: 'complete' | 'fail', body: unknown, log: Logger): Promise<{ status: string; jobs?: WorkerJob[] } | null> {
-    for (let attempt = 0; attempt < 20; attempt++) {
-      try {
-        return await this.request<{ status: string; jobs?: WorkerJob[] }>(verb, body, 10_000);
-      } catch (err) {
-        if (err instanceof DocketError && err.code !== 'unavailable') {
-          // stale_run / invalid_transition: the run lost its job; the log already says how.
-          log.warn({ err }, `${verb} refused`);
-          this.counts.lost += 1;
-          return null;
-        }
-        await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** attempt)));
-      }
-    }
-    log.error(`${verb} not delivered; the lease will lapse`);
-    return null;
   }
 
   private async heartbeat(): Promise<void> {

@@ -36,12 +36,21 @@ export class Leadership {
   private timer: NodeJS.Timeout | undefined;
   private readonly known = new Set<string>();
 
+  /** When each led queue was first seen idle (nothing to lead) since it was last busy. */
+  private readonly idleSince = new Map<string, number>();
+
   constructor(
     private readonly nc: NatsConnection,
     readonly node: string,
     private readonly log: Logger,
     readonly leaseMs = DEFAULT_LEADERSHIP_LEASE_MS,
     private readonly replicas = 1,
+    /**
+     * Whether a queue has nothing to lead (no live job, no waiting claim, nothing being written).
+     * A queue idle for a whole lease period is let go, and an idle one is not competed for: a
+     * lease renewed forever for every queue name ever seen would cost KV writes without end.
+     */
+    private readonly isIdle: (queue: string) => boolean = () => false,
   ) {}
 
   async start(): Promise<void> {
@@ -140,12 +149,39 @@ export class Leadership {
       for (const queue of [...this.held.keys()]) {
         // A lease that lapsed locally (e.g. the process stalled) is no longer ours to act on.
         if (!this.isLeader(queue)) this.lose(queue);
+        else if (this.idleFor(queue) >= this.leaseMs) await this.release(queue);
         else await this.renew(queue);
       }
-      for (const queue of this.known) if (!this.held.has(queue)) await this.acquire(queue);
+      for (const queue of this.known) if (!this.held.has(queue) && !this.isIdle(queue)) await this.acquire(queue);
     } finally {
       this.ticking = false;
     }
+  }
+
+  private idleFor(queue: string): number {
+    if (!this.isIdle(queue)) {
+      this.idleSince.delete(queue);
+      return 0;
+    }
+    const since = this.idleSince.get(queue) ?? Date.now();
+    this.idleSince.set(queue, since);
+    return Date.now() - since;
+  }
+
+  /** Lets an idle queue go: the lease is freed, and the queue is led again on its next request. */
+  private async release(queue: string): Promise<void> {
+    const lease = this.held.get(queue);
+    if (!lease) return;
+    this.held.delete(queue);
+    this.known.delete(queue);
+    this.idleSince.delete(queue);
+    try {
+      await this.kv!.update(queue, JSON.stringify({ node: this.node, expires_at: 0 } satisfies LeaseValue), lease.revision);
+    } catch {
+      /* taken meanwhile: it is someone else's now */
+    }
+    this.log.debug({ queue }, 'queue idle; leadership released');
+    for (const listener of this.listeners) listener(queue, false);
   }
 
   /** Gives up every lease so another node can take over at once. */

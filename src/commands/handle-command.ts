@@ -4,7 +4,7 @@
  * handlers and reactors all decide through `createJob` and `transitionJob`; only the partition
  * writers (src/store/partition-writer.ts) publish to DOCKET.
  */
-import { decideJob, INITIAL_JOB_STATE, type EventMeta, type JobEvent } from '../../machines/index.js';
+import { decideJob, INITIAL_JOB_STATE, type EventMeta, type JobEvent, type Position } from '../../machines/index.js';
 import type { Clock } from '../clock.js';
 import { toIso } from '../clock.js';
 import { InvalidTransitionError, NotFoundError, StaleRunError } from '../errors.js';
@@ -12,7 +12,7 @@ import { eventIdFor, eventIdOf, type IdSource } from '../ids.js';
 import type { Logger } from '../logger.js';
 import type { KeyIndex } from '../projections/key-index.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
-import { holdsEvent, isSubmitOf, type JobRecord, type JobStore } from '../store/job-store.js';
+import { historyOf, holdsEvent, isSubmitOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import type { LogTail } from '../store/log-tail.js';
 
 export interface CommandContext {
@@ -64,6 +64,11 @@ function loaded(ctx: CommandContext, jobId: string): JobRecord {
   return record;
 }
 
+/** The position of the event with this id in the job's history. */
+function positionIn(record: JobRecord, eventId: string): Position {
+  return historyOf(record).find((h) => h.id === eventId)?.seq ?? record.seq;
+}
+
 export interface Created {
   readonly record: JobRecord;
   /** false when the job already existed (an earlier send, or another command, created it). */
@@ -97,6 +102,8 @@ export interface Transitioned {
   readonly event: JobEvent;
   /** true when this command's event was already in the job's history (a resent command). */
   readonly replayed: boolean;
+  /** The event's position in the log. */
+  readonly position: Position;
 }
 
 /** The job, looked up again once caught up when this node has not seen it (created elsewhere a moment ago). */
@@ -127,12 +134,12 @@ export async function transitionJob(
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   const record = loaded(ctx, jobId);
   const candidate = build(record, eventId);
-  if (holdsEvent(record, eventId)) return { record, event: candidate, replayed: true };
+  if (holdsEvent(record, eventId)) return { record, event: candidate, replayed: true, position: positionIn(record, eventId) };
   const decision = decideJob(record.state, candidate);
   if (!decision.ok) {
     const Cls = decision.code === 'stale_run' ? StaleRunError : InvalidTransitionError;
     throw new Cls(decision.reason, { details: { job_id: jobId, status: record.state.job.value } });
   }
-  await writer.append([candidate]);
-  return { record: loaded(ctx, jobId), event: candidate, replayed: false };
+  const [position] = await writer.append([candidate]);
+  return { record: loaded(ctx, jobId), event: candidate, replayed: false, position: position! };
 }

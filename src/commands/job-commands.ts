@@ -4,7 +4,9 @@
  */
 import { envelope, findJob, transitionJob, type CommandContext } from './handle-command.js';
 import { movedData } from './move.js';
-import type { CancelCommand, MoveCommand, RetryCommand } from './schemas.js';
+import type { JobError } from '../../machines/index.js';
+import { InvalidRequestError } from '../errors.js';
+import type { CancelCommand, CompleteItem, FailItem, MoveCommand, RetryCommand } from './schemas.js';
 import { createRetry } from '../reactors/retrier.js';
 
 export async function cancelJob(ctx: CommandContext, command: CancelCommand): Promise<Record<string, unknown>> {
@@ -28,4 +30,37 @@ export async function moveJob(ctx: CommandContext, command: MoveCommand): Promis
   });
   const { priority, position } = record.state.job.context;
   return { job_id: record.jobId, status: record.state.job.value, priority, position };
+}
+
+/** A completion must come on its job's queue: the subject names which leader decides it. */
+function assertQueue(ctx: CommandContext, queue: string, jobId: string): void {
+  const record = ctx.store.get(jobId);
+  if (record && record.queue !== queue) throw new InvalidRequestError(`job ${jobId} is in queue ${record.queue}, not ${queue}`, { details: { job_id: jobId } });
+}
+
+/** A run succeeded (the worker protocol's complete). Idempotent by run id. */
+export async function completeRun(ctx: CommandContext, queue: string, item: CompleteItem): Promise<{ job_id: string; status: string }> {
+  assertQueue(ctx, queue, item.job_id);
+  const { record } = await transitionJob(ctx, item.job_id, `complete:${item.run_id}`, (current, eventId) =>
+    envelope(ctx, 'job.succeeded', current, eventId, {
+      run_id: item.run_id,
+      result: (item.result ?? null) as never,
+      ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }),
+    }),
+  );
+  return { job_id: record.jobId, status: record.state.job.value };
+}
+
+/** A run failed (the worker protocol's fail). Idempotent by run id. */
+export async function failRun(ctx: CommandContext, queue: string, item: FailItem): Promise<{ job_id: string; status: string }> {
+  assertQueue(ctx, queue, item.job_id);
+  const { record } = await transitionJob(ctx, item.job_id, `fail:${item.run_id}`, (current, eventId) =>
+    envelope(ctx, 'job.failed', current, eventId, {
+      run_id: item.run_id,
+      reason: 'error',
+      error: item.error as JobError,
+      ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }),
+    }),
+  );
+  return { job_id: record.jobId, status: record.state.job.value };
 }

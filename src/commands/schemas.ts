@@ -146,11 +146,18 @@ export const nextClaimSchema = claimSchema.omit({ wait_ms: true }).strict();
 export const completeSchema = z
   .object({ run_id: idToken, job_id: idToken, result: boundedJson(Limits.MaxResultBytes).optional(), exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })
   .strict();
+/** Many completions in one request (DESIGN: the worker protocol batches); each is answered on its own. */
+export const completeBatchSchema = z
+  .object({ runs: z.array(completeSchema.omit({ next: true }).strict()).min(1).max(Limits.MaxClaimJobs), next: nextClaimSchema.optional() })
+  .strict();
 export const jobErrorSchema = z
   .object({ message: boundedString(Limits.MaxErrorMessageBytes), stack: boundedString(Limits.MaxErrorStackBytes).optional(), retryable: z.boolean().optional() })
   .strict();
 export const failSchema = z
   .object({ run_id: idToken, job_id: idToken, error: jobErrorSchema, exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })
+  .strict();
+export const failBatchSchema = z
+  .object({ runs: z.array(failSchema.omit({ next: true }).strict()).min(1).max(Limits.MaxClaimJobs), next: nextClaimSchema.optional() })
   .strict();
 export const retrySchema = z.object({ id: commandId.optional(), job_id: idToken }).strict();
 export const moveSchema = z
@@ -178,9 +185,16 @@ export interface ClaimedJob {
   readonly attempt: number;
   readonly max_attempts: number;
   readonly lease_ms: number;
+  /**
+   * The position of the run's job.claimed event: strictly increasing within a queue, so a system
+   * the handler writes to can refuse a write from an older run of the same job.
+   */
+  readonly fencing_token: number;
 }
 export type HeartbeatCommand = z.infer<typeof heartbeatSchema>;
 export type CompleteCommand = z.infer<typeof completeSchema>;
 export type FailCommand = z.infer<typeof failSchema>;
+export type CompleteItem = Omit<CompleteCommand, 'next'>;
+export type FailItem = Omit<FailCommand, 'next'>;
 export type RetryCommand = z.infer<typeof retrySchema>;
 export type MoveCommand = z.infer<typeof moveSchema>;

@@ -15,6 +15,7 @@ import type { ClaimCommand, ClaimedJob } from '../commands/schemas.js';
 import { DocketError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { QueueOrder } from '../projections/queue-order.js';
+import type { JobRecord } from '../store/job-store.js';
 
 
 interface Waiter {
@@ -26,6 +27,15 @@ interface Waiter {
 }
 
 const POLL_MS = 1000;
+/** A claimed job's fields around its params and key, in JSON: ids, queue, counters, the fencing token. */
+const CLAIMED_JOB_OVERHEAD_BYTES = 400;
+
+/** The size of a job's item in a claim's reply. */
+function claimedBytes(record: JobRecord | undefined): number {
+  if (!record) return CLAIMED_JOB_OVERHEAD_BYTES;
+  const { params, key } = record.state.job.context;
+  return CLAIMED_JOB_OVERHEAD_BYTES + Buffer.byteLength(JSON.stringify(params)) + (key === null ? 0 : Buffer.byteLength(JSON.stringify(key)));
+}
 
 export class QueueDispatcher {
   private readonly waiters: Waiter[] = [];
@@ -39,9 +49,16 @@ export class QueueDispatcher {
     private readonly order: QueueOrder,
     private readonly clock: Clock,
     private readonly log: Logger,
+    /** Bytes a claim's reply may carry (the connection's max payload less the reply's envelope). */
+    private readonly replyBudget: () => number,
   ) {
     this.pollTimer = setInterval(() => this.pump(), POLL_MS);
     this.pollTimer.unref();
+  }
+
+  /** Claims waiting for jobs. */
+  get parked(): number {
+    return this.waiters.length;
   }
 
   /** A claim: resolves with up to `max` jobs, or none after `wait_ms`. */
@@ -71,9 +88,18 @@ export class QueueDispatcher {
       const waiter = this.waiters[0]!;
       const max = waiter.request.max ?? 1;
       const jobIds: string[] = [];
+      // A claim takes only as many jobs as its reply can carry, decided before anything is
+      // appended: a claimed job that cannot be delivered would sit out its lease.
+      let room = this.replyBudget();
       while (jobIds.length < max) {
         const id = this.order.take(this.queue);
         if (id === undefined) break;
+        const bytes = claimedBytes(this.ctx.store.get(id));
+        if (jobIds.length > 0 && bytes > room) {
+          this.order.release(this.queue, id);
+          break;
+        }
+        room -= bytes;
         jobIds.push(id);
       }
       if (jobIds.length === 0) break;
@@ -108,7 +134,7 @@ export class QueueDispatcher {
     const runId = this.ctx.ids.next();
     const leaseMs = request.lease_ms ?? JobDefaults.leaseMs;
     try {
-      const { record } = await transitionJob(this.ctx, jobId, undefined, (current, eventId) =>
+      const { record, position } = await transitionJob(this.ctx, jobId, undefined, (current, eventId) =>
         envelope(this.ctx, 'job.claimed', current, eventId, {
           run_id: runId,
           worker: request.worker,
@@ -119,7 +145,8 @@ export class QueueDispatcher {
         }),
       );
       const job = record.state.job.context;
-      return { job_id: jobId, run_id: runId, queue: record.queue, key: job.key, params: job.params, attempt: job.attempt, max_attempts: job.max_attempts, lease_ms: leaseMs };
+      // The claim is the job's last event: its position is the run's fencing token.
+      return { job_id: jobId, run_id: runId, queue: record.queue, key: job.key, params: job.params, attempt: job.attempt, max_attempts: job.max_attempts, lease_ms: leaseMs, fencing_token: position };
     } catch (err) {
       this.order.release(this.queue, jobId);
       if (!(err instanceof DocketError)) this.log.error({ err, jobId }, 'claim append failed');

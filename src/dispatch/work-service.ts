@@ -8,12 +8,23 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Leadership } from '../cluster/leadership.js';
 import type { PartitionRouter } from '../cluster/partition-router.js';
 import { errorReply, maxPayload, respondSafely } from '../commands/reply.js';
-import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
-import { claimSchema, completeSchema, failSchema, heartbeatSchema, type ClaimedJob, type NextClaimCommand } from '../commands/schemas.js';
+import type { CommandContext } from '../commands/handle-command.js';
+import { completeRun, failRun } from '../commands/job-commands.js';
+import {
+  claimSchema,
+  completeBatchSchema,
+  completeSchema,
+  failBatchSchema,
+  failSchema,
+  heartbeatSchema,
+  type ClaimedJob,
+  type CompleteItem,
+  type FailItem,
+  type NextClaimCommand,
+} from '../commands/schemas.js';
 import { Limits } from '../commands/limits.js';
 import { parseJson, validate } from '../commands/validate.js';
 import { coerceError, DocketError, excerpt, InvalidRequestError, UnavailableError } from '../errors.js';
-import type { JobError } from '../../machines/index.js';
 import type { Logger } from '../logger.js';
 import { COMMAND_QUEUE_GROUP, isQueueName, parseWorkSubject, subjects, WORK_VERBS, type WorkVerb } from '../nats/subjects.js';
 import type { LeaseKeeper } from '../reactors/leases.js';
@@ -41,6 +52,29 @@ function badWorkSubject(subject: string): InvalidRequestError {
 function forwardWaitMs(body: unknown): number {
   const waitMs = body !== null && typeof body === 'object' ? (body as { wait_ms?: unknown }).wait_ms : undefined;
   return typeof waitMs === 'number' && Number.isFinite(waitMs) ? Math.min(Math.max(0, waitMs), Limits.MaxClaimWaitMs) : 0;
+}
+
+/** Validates a work request's body for its verb (the leader validates again as it decides). */
+function validateWork(verb: WorkVerb, body: unknown): void {
+  switch (verb) {
+    case 'claim':
+      validate(claimSchema, body);
+      return;
+    case 'heartbeat':
+      validate(heartbeatSchema, body);
+      return;
+    case 'complete':
+      validate(isBatch(body) ? completeBatchSchema : completeSchema, body);
+      return;
+    case 'fail':
+      validate(isBatch(body) ? failBatchSchema : failSchema, body);
+      return;
+  }
+}
+
+/** A batch completion: `{runs: [...]}` instead of one run's fields. */
+function isBatch(body: unknown): boolean {
+  return body !== null && typeof body === 'object' && Object.hasOwn(body, 'runs');
 }
 
 export class WorkService {
@@ -85,6 +119,10 @@ export class WorkService {
       // servers may differ): too big is the request's fault, not an outage of the leader.
       const limit = maxPayload(this.nc);
       if (msg.data.length > limit) throw new InvalidRequestError(`the request (${msg.data.length} bytes) exceeds the max payload of ${limit} bytes`, { details: { max_payload: limit } });
+      if (this.leadership.isLeader(parsed.queue)) return await this.serve(msg);
+      // Checked before a leader is looked up (which takes a free lease): a bad request must not
+      // make any node lead a queue named only by it.
+      validateWork(parsed.verb, parseJson(msg.data));
       // Twice at most: a leader that just stopped has no responders; look the lease up again.
       for (let attempt = 0; ; attempt++) {
         const leader = await this.router.leaderOf(parsed.queue);
@@ -142,30 +180,25 @@ export class WorkService {
         }
         return { lost };
       }
-      case 'complete': {
-        const request = validate(completeSchema, body);
-        this.assertQueue(queue, request.job_id);
-        const { record } = await transitionJob(this.ctx, request.job_id, `complete:${request.run_id}`, (current, eventId) =>
-          envelope(this.ctx, 'job.succeeded', current, eventId, {
-            run_id: request.run_id,
-            result: (request.result ?? null) as never,
-            ...(request.exit_code === undefined ? {} : { exit_code: request.exit_code }),
-          }),
-        );
-        return { job_id: record.jobId, status: record.state.job.value, ...(await this.claimNext(queue, request.next)) };
-      }
+      case 'complete':
       case 'fail': {
-        const request = validate(failSchema, body);
-        this.assertQueue(queue, request.job_id);
-        const { record } = await transitionJob(this.ctx, request.job_id, `fail:${request.run_id}`, (current, eventId) =>
-          envelope(this.ctx, 'job.failed', current, eventId, {
-            run_id: request.run_id,
-            reason: 'error',
-            error: request.error as JobError,
-            ...(request.exit_code === undefined ? {} : { exit_code: request.exit_code }),
-          }),
-        );
-        return { job_id: record.jobId, status: record.state.job.value, ...(await this.claimNext(queue, request.next)) };
+        const finish = verb === 'complete' ? completeRun : failRun;
+        if (isBatch(body)) {
+          const request = validate(verb === 'complete' ? completeBatchSchema : failBatchSchema, body);
+          // Decided together, they join one commit; each run is answered on its own.
+          const runs = await Promise.all(
+            request.runs.map((item) =>
+              (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, item).then(
+                (done) => ({ ok: true as const, ...done }),
+                (err: unknown) => ({ ok: false as const, job_id: item.job_id, error: (err instanceof DocketError ? err : new UnavailableError(coerceError(err).message)).toBody() }),
+              ),
+            ),
+          );
+          return { runs, ...(await this.claimNext(queue, request.next)) };
+        }
+        const request = validate(verb === 'complete' ? completeSchema : failSchema, body);
+        const done = await (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, request);
+        return { ...done, ...(await this.claimNext(queue, request.next)) };
       }
       default: {
         const unhandled: never = verb;
@@ -182,12 +215,6 @@ export class WorkService {
     if (next === undefined) return {};
     const dispatcher = this.dispatcherFor(queue);
     return { jobs: dispatcher ? await dispatcher.claim({ ...next, wait_ms: 0 }) : [] };
-  }
-
-  /** A completion must come on its job's queue: the subject names which leader decides it. */
-  private assertQueue(queue: string, jobId: string): void {
-    const record = this.ctx.store.get(jobId);
-    if (record && record.queue !== queue) throw new InvalidRequestError(`job ${jobId} is in queue ${record.queue}, not ${queue}`, { details: { job_id: jobId } });
   }
 
   private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {

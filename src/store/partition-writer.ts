@@ -106,6 +106,11 @@ export class PartitionWriter {
     if (this.closedWith) throw this.closedWith;
   }
 
+  /** Whether nothing waits to be committed or is in flight. */
+  get idle(): boolean {
+    return !this.inFlight && this.queued.length === 0 && this.busy.size === 0;
+  }
+
   /** Whether an event of this aggregate waits in the writer: decide on it only after `settled`. */
   isBusy(aggregateId: string): boolean {
     return this.busy.has(aggregateId);

@@ -8,13 +8,15 @@
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { Kvm } from '@nats-io/kv';
+import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { Worker } from '../../src/client/worker.js';
 import { envelope, transitionJob, type CommandContext } from '../../src/commands/handle-command.js';
 import { Limits } from '../../src/commands/limits.js';
 import { DocketError, type ErrorBody } from '../../src/errors.js';
-import { WORK_VERBS } from '../../src/nats/subjects.js';
+import { LEADERS_BUCKET, WORK_VERBS } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
 import type { JobStore } from '../../src/store/job-store.js';
 import { capturingLogger, closeTestFile, connectTestClients, lastSeq, queueLog, startTrackedNode, uniqueQueue, type RawReply } from '../support/docket.js';
@@ -347,5 +349,68 @@ describe('item 11: misleading codes', () => {
     expect(caught).toBeInstanceOf(DocketError);
     expect((caught as DocketError).code).toBe('invalid_request');
     expect((caught as DocketError).message).toContain(`max payload of ${nc.info!.max_payload} bytes`);
+  });
+});
+
+describe('item 2: a claim never takes what its reply cannot carry', () => {
+  test('item 2: claim {max: 20} over jobs with 60 KB params hands out what fits one reply; the rest stay queued, unclaimed', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const big = 'x'.repeat(60_000);
+    const { jobs: submitted } = await client.submitBatch(Array.from({ length: 8 }, (_, i) => ({ queue, params: { i, big } })));
+    const { jobs: more } = await client.submitBatch(Array.from({ length: 12 }, (_, i) => ({ queue, params: { i: i + 8, big } })));
+    expect([...submitted, ...more].every((j) => j.ok)).toBe(true);
+    const { bytes, reply } = await raw(nc, `docket.work.${queue}.claim`, JSON.stringify({ worker: 'w', max: 20 }));
+    const jobs = okOf(reply)['jobs'] as Claimed[];
+    // 20 × 60 KB is more than the 1 MiB max payload: fewer jobs, and all of them delivered.
+    expect(bytes).toBeLessThanOrEqual(1024 * 1024);
+    expect(jobs.length).toBeGreaterThan(0);
+    expect(jobs.length).toBeLessThan(20);
+    const log = await queueLog(nc, queue);
+    expect(log.filter((e) => e.type === 'job.claimed').map((e) => e.jobId).sort()).toEqual(jobs.map((j) => j.job_id).sort());
+    const [progress] = await client.progress(queue);
+    expect(progress!.counts.queued).toBe(20 - jobs.length);
+    // The rest come with the next claim.
+    const { reply: second } = await raw(nc, `docket.work.${queue}.claim`, JSON.stringify({ worker: 'w', max: 20 }));
+    expect((okOf(second)['jobs'] as Claimed[]).length).toBe(20 - jobs.length);
+  });
+});
+
+describe('item 5: work requests do not mint queues', () => {
+  test('item 5: bad work requests to new queue names take no lease; an idle queue is let go after a lease period and led again on demand', async ({ task }) => {
+    const kv = await new Kvm(nc).open(LEADERS_BUCKET);
+    const keys = async (): Promise<string[]> => {
+      const out: string[] = [];
+      for await (const k of await kv.keys()) out.push(k);
+      return out;
+    };
+    const before = (await keys()).length;
+    for (let i = 0; i < 50; i++) {
+      for (const [verb, body] of [['claim', '{'], ['heartbeat', '{"run_ids":"x"}'], ['complete', '{}'], ['fail', '[]']] as const) {
+        const { reply } = await raw(nc, `docket.work.minted-${i}.${verb}`, body);
+        expect(errorOf(reply).code).toBe('invalid_request');
+      }
+    }
+    expect((await keys()).length).toBe(before);
+
+    // A node with a short lease: a queue whose work is done is let go, then led again on demand.
+    const own = await startNatsServer();
+    const brief = await startTrackedNode(own, { nodeName: 'hostile-brief', leadershipLeaseMs: 600 });
+    const ownNc = await connect({ servers: own.url });
+    try {
+      const queue = uniqueQueue(task.name);
+      await raw(ownNc, 'docket.cmd.submit', JSON.stringify({ queue }));
+      const { reply } = await raw(ownNc, `docket.work.${queue}.claim`, JSON.stringify({ worker: 'w', max: 1 }));
+      const [job] = okOf(reply)['jobs'] as Claimed[];
+      expect(brief.leadership.isLeader(queue)).toBe(true);
+      okOf((await raw(ownNc, `docket.work.${queue}.complete`, JSON.stringify({ job_id: job!.job_id, run_id: job!.run_id }))).reply);
+      await eventually(() => !brief.leadership.leading().includes(queue), 'the idle queue let go', 10_000);
+      // The next request leads it again.
+      await raw(ownNc, 'docket.cmd.submit', JSON.stringify({ queue }));
+      expect(brief.leadership.isLeader(queue)).toBe(true);
+    } finally {
+      await ownNc.close();
+      await brief.close();
+      await own.stop();
+    }
   });
 });

@@ -1,0 +1,106 @@
+/**
+ * The Worker's completions, batched without delay: a run's end is sent at once when no
+ * completion of the same verb is in flight, and gathered while one is; the gathered ones go out
+ * together as `{runs: [...]}` (the leader decides them into one commit), each answered on its own.
+ * Each sent request carries a claim for the slots it frees, so the next jobs come back with it.
+ */
+import type { ClaimedJob } from '../commands/schemas.js';
+import { Limits } from '../commands/limits.js';
+import { DocketError, fromErrorBody, type ErrorBody } from '../errors.js';
+
+export type CompletionVerb = 'complete' | 'fail';
+
+/** How one run's end was taken: its job's status and the job claimed for the slot it freed. */
+export type CompletionOutcome = { readonly status: string; readonly next: ClaimedJob | undefined } | { readonly refused: DocketError } | { readonly undelivered: true };
+
+interface Pending {
+  readonly item: Record<string, unknown>;
+  readonly resolve: (outcome: CompletionOutcome) => void;
+  attempts: number;
+}
+
+/** Sends a request to the queue's leader; throws the reply's DocketError. */
+export type WorkRequest = <T>(verb: CompletionVerb, body: unknown) => Promise<T>;
+
+interface SingleReply {
+  readonly status: string;
+  readonly jobs?: ClaimedJob[];
+}
+interface BatchReply {
+  readonly runs: ({ ok: true; status: string } | { ok: false; error: ErrorBody })[];
+  readonly jobs?: ClaimedJob[];
+}
+
+/** Sends of one completion before it is given up (the lease then lapses). */
+const MAX_ATTEMPTS = 20;
+
+export class CompletionBatcher {
+  private readonly pending: Pending[] = [];
+  private inFlight = false;
+
+  constructor(
+    private readonly verb: CompletionVerb,
+    private readonly send: WorkRequest,
+    /** The claim fields for `max` freed slots, or undefined when no more jobs are wanted. */
+    private readonly nextClaim: (max: number) => Record<string, unknown> | undefined,
+    private readonly backoffMs: (attempt: number) => number,
+  ) {}
+
+  /** Reports one run's end (`{run_id, job_id, ...}`); resolves once the leader answered for it. */
+  report(item: Record<string, unknown>): Promise<CompletionOutcome> {
+    return new Promise((resolve) => {
+      this.pending.push({ item, resolve, attempts: 0 });
+      if (!this.inFlight) void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.inFlight || this.pending.length === 0) return;
+    this.inFlight = true;
+    const batch = this.pending.splice(0, Limits.MaxClaimJobs);
+    try {
+      await this.deliver(batch);
+    } finally {
+      this.inFlight = false;
+      if (this.pending.length > 0) void this.flush();
+    }
+  }
+
+  private async deliver(batch: Pending[]): Promise<void> {
+    const next = this.nextClaim(batch.length);
+    let retry: Pending[] = [];
+    try {
+      if (batch.length === 1) {
+        const only = batch[0]!;
+        const reply = await this.send<SingleReply>(this.verb, { ...only.item, ...(next ? { next } : {}) });
+        only.resolve({ status: reply.status, next: reply.jobs?.[0] });
+      } else {
+        const reply = await this.send<BatchReply>(this.verb, { runs: batch.map((p) => p.item), ...(next ? { next } : {}) });
+        const jobs = reply.jobs ?? [];
+        batch.forEach((p, i) => {
+          const answer = reply.runs[i];
+          if (answer?.ok) p.resolve({ status: answer.status, next: jobs[i] });
+          else if (answer && answer.error.code !== 'unavailable') p.resolve({ refused: fromErrorBody(answer.error) });
+          else retry.push(p);
+        });
+      }
+    } catch (err) {
+      if (err instanceof DocketError && err.code !== 'unavailable') {
+        for (const p of batch) p.resolve({ refused: err });
+        return;
+      }
+      retry = batch;
+    }
+    for (const p of retry) {
+      p.attempts += 1;
+      if (p.attempts >= MAX_ATTEMPTS) p.resolve({ undelivered: true });
+    }
+    const again = retry.filter((p) => p.attempts < MAX_ATTEMPTS);
+    if (again.length === 0) return;
+    // Idempotent by run id: a resend of a completion the leader took answers as the first did.
+    await new Promise((r) => setTimeout(r, this.backoffMs(again[0]!.attempts)));
+    this.pending.unshift(...again);
+  }
+}
+
+
