@@ -22,6 +22,7 @@ export interface JobSummary {
   readonly finished_at: string | null;
   readonly end_reason: string | null;
   readonly seq: number;
+  readonly index: number;
 }
 
 export function toSummary(record: JobRecord): JobSummary {

@@ -337,7 +337,7 @@ describe('get, list, progress', () => {
         seq: log[0]!.seq,
       }),
       run: null,
-      history: log.map((e) => ({ seq: e.seq, type: e.type, id: e.id, time: toIso(clock.now()) })),
+      history: log.map((e) => ({ seq: e.seq, index: e.index, type: e.type, id: e.id, time: toIso(clock.now()) })),
     });
     expect((await rejection(client.get('nope'))).code).toBe('not_found');
   });

@@ -21,7 +21,7 @@ import { ManualClock } from '../../src/clock.js';
 import { envelope, transitionJob } from '../../src/commands/handle-command.js';
 import { DocketError } from '../../src/errors.js';
 import type { Logger } from '../../src/logger.js';
-import { subjects } from '../../src/nats/subjects.js';
+import { queuePartition, subjects } from '../../src/nats/subjects.js';
 import { startNode, type DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { captureProjections, caughtUp, lastSeq, openResources, startTrackedNode, uniqueQueue, type KeyRef, closeTestFile, connectTestClients } from '../support/docket.js';
@@ -426,7 +426,7 @@ describe('start-up on a stream with gaps', () => {
     } finally {
       await writer.close();
     }
-    await jsm.streams.purge('DOCKET', { filter: subjects.jobs(old) });
+    await jsm.streams.purge('DOCKET', { filter: subjects.partition(queuePartition(old)) });
     const info = await jsm.streams.info('DOCKET');
     expect(info.state.last_seq).toBeGreaterThan(0);
     // The last sequence now names no message: a start-up that waits for the tail to reach it waits forever.
@@ -439,7 +439,7 @@ describe('start-up on a stream with gaps', () => {
     clearTimeout(timer);
     if (outcome === 'stuck') {
       // Unblock it (a message past the gap) so that it can be closed, then report.
-      await jetstream(nc).publish('docket.evt.test.unblock', 'x');
+      await jetstream(nc).publish(subjects.partition(queuePartition(`${old}-unblock`)), 'x');
     }
     const node = await starting;
     try {
