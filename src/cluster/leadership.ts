@@ -148,6 +148,20 @@ export class Leadership {
     }
   }
 
+  /** Gives up one queue's lease at once (its writer found a later epoch in the log). */
+  async relinquish(queue: string): Promise<void> {
+    const lease = this.held.get(queue);
+    if (!lease) return;
+    this.held.delete(queue);
+    try {
+      await this.kv!.update(queue, JSON.stringify({ node: this.node, expires_at: 0 } satisfies LeaseValue), lease.revision);
+    } catch {
+      /* taken meanwhile: it is someone else's now */
+    }
+    this.log.warn({ queue }, 'gave up queue leadership');
+    for (const listener of this.listeners) listener(queue, false);
+  }
+
   /** Gives up every lease so another node can take over at once. */
   async stop(): Promise<void> {
     clearInterval(this.timer);
