@@ -1,9 +1,11 @@
 /**
- * The audit benchmark (issue 4): writes a legal 1,000,000-event log to DOCKET on the given
- * server with docket's headers (a lean pipelined publish), then measures in the same run the raw
- * read rate (ordered consumer, 10,000-message pulls, nothing decoded) and the audit rate (the
- * same read, plus headers, JSON, shape checks and the fold through the machines with every rule
- * checked), alternating R A R A so that neither always runs on a colder or busier machine.
+ * The audit benchmark (issue 4, log v2 in issue 11): writes a legal 1,000,000-event log to DOCKET
+ * on the given server as commits of EVENTS_PER_COMMIT events with docket's headers and hash chain
+ * (a lean pipelined publish), then measures in the same run the raw read rate (ordered consumer,
+ * 10,000-message pulls, nothing decoded) and the audit rate (the same read, plus headers, one
+ * JSON.parse and one SHA-256 per commit, shape checks and the fold through the machines with
+ * every rule checked), alternating R A R A so that neither always runs on a colder or busier
+ * machine. Rates are in events/s.
  *
  * The log: jobs interleaved 1,000 at a time through their lifecycles; 70% submit, claim,
  * artifact, succeed; 20% submit, move, claim, fail, then a retry that is claimed and succeeds;
@@ -11,13 +13,14 @@
  *
  * Run alone: npx tsx bench/audit-bench.ts [events]
  */
+import { createHash } from 'node:crypto';
 import { createInbox, headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
 import type { JobEvent } from '../machines/index.js';
 import { Auditor, type AuditReport } from '../src/audit/index.js';
 import { retryJobId } from '../src/ids.js';
 import { connectNats } from '../src/nats/connection.js';
 import { ensureStream } from '../src/nats/streams.js';
-import { STREAM } from '../src/nats/subjects.js';
+import { EXPECTED_HEADER, MSG_ID_HEADER, STREAM } from '../src/nats/subjects.js';
 import { measureRawRead, readLogBatches } from '../src/store/read-log.js';
 import { auditLog } from '../src/cli/audit-commands.js';
 
@@ -38,7 +41,10 @@ export interface AuditBenchResult {
   /** audit / read (target: at least 0.5). */
   readonly ratio: number;
   readonly events: number;
+  readonly commits: number;
+  readonly events_per_commit: number;
   readonly jobs: number;
+  /** Events written per second. */
   readonly write_per_s: number;
   readonly reads: readonly number[];
   /** The same audit with reading and folding on one thread (best pass), events/s. */
@@ -54,13 +60,15 @@ export interface AuditBenchResult {
 }
 
 const QUEUE = 'bench';
+const SUBJECT = `docket.log.q.${QUEUE}`;
+/** Events per commit: what a leader's group commit holds under load. */
+export const EVENTS_PER_COMMIT = 100;
 const WINDOW_JOBS = 1_000;
 const META = { node: 'bench-node' } as const;
 const BACKOFF = { base_ms: 1_000, max_ms: 60_000, jitter: 0.2 } as const;
 const T0 = Date.UTC(2026, 0, 5, 9, 0, 0);
 
 interface Planned {
-  readonly subject: string;
   readonly event: JobEvent;
 }
 
@@ -71,14 +79,12 @@ function iso(ms: number): string {
 /** The events of job `n`'s whole chain, in order (a retry's events follow its failure). */
 function lifecycle(n: number): Planned[] {
   const jobId = `J${n.toString(36).padStart(12, '0')}`;
-  const subject = `docket.evt.job.${QUEUE}.${jobId}`;
   const base = T0 + n * 5;
   let k = 0;
-  const ev = (type: JobEvent['type'], data: unknown, at: number, id = jobId, subj = subject): Planned => ({
-    subject: subj,
-    event: { v: 1, id: `E${id}-${k++}`, type, time: iso(at), queue: QUEUE, data, meta: META } as JobEvent,
+  const ev = (type: JobEvent['type'], data: unknown, at: number, id = jobId): Planned => ({
+    event: { id: `E${id}-${k++}`, type, time: iso(at), aggregate: { kind: 'job', id }, queue: QUEUE, data, meta: META } as JobEvent,
   });
-  const submitted = (id: string, attempt: number, retryOf: string | null, runAt: number, subj: string): Planned =>
+  const submitted = (id: string, attempt: number, retryOf: string | null, runAt: number): Planned =>
     ev(
       'job.submitted',
       {
@@ -96,15 +102,14 @@ function lifecycle(n: number): Planned[] {
       },
       runAt,
       id,
-      subj,
     );
-  const claimed = (runId: string, at: number, id = jobId, subj = subject): Planned =>
-    ev('job.claimed', { run_id: runId, worker: `worker-${n % 16}`, host: 'bench-host', pid: 4242, version: '1.4.2', lease_ms: 30_000 }, at, id, subj);
+  const claimed = (runId: string, at: number, id = jobId): Planned =>
+    ev('job.claimed', { run_id: runId, worker: `worker-${n % 16}`, host: 'bench-host', pid: 4242, version: '1.4.2', lease_ms: 30_000 }, at, id);
   const kind = n % 10;
   const runId = `R${jobId}`;
   if (kind < 7) {
     return [
-      submitted(jobId, 1, null, base, subject),
+      submitted(jobId, 1, null, base),
       claimed(runId, base + 1_000),
       ev('job.artifact_added', { run_id: runId, artifact: { name: 'thumb.png', uri: `s3://thumbs/${n}.png` } }, base + 1_200),
       ev('job.succeeded', { run_id: runId, result: { thumbs: 3 } }, base + 1_500),
@@ -112,18 +117,17 @@ function lifecycle(n: number): Planned[] {
   }
   if (kind < 9) {
     const retryId = retryJobId(jobId, 1);
-    const retrySubject = `docket.evt.job.${QUEUE}.${retryId}`;
     return [
-      submitted(jobId, 1, null, base, subject),
+      submitted(jobId, 1, null, base),
       ev('job.moved', { priority: 0, position: null }, base + 10),
       claimed(runId, base + 1_000),
       ev('job.failed', { run_id: runId, reason: 'error', error: { message: 'decoder: truncated JPEG', retryable: true } }, base + 1_500),
-      submitted(retryId, 2, jobId, base + 2_500, retrySubject),
-      claimed(`R${retryId}`, base + 3_000, retryId, retrySubject),
-      ev('job.succeeded', { run_id: `R${retryId}`, result: { thumbs: 3 } }, base + 3_500, retryId, retrySubject),
+      submitted(retryId, 2, jobId, base + 2_500),
+      claimed(`R${retryId}`, base + 3_000, retryId),
+      ev('job.succeeded', { run_id: `R${retryId}`, result: { thumbs: 3 } }, base + 3_500, retryId),
     ];
   }
-  return [submitted(jobId, 1, null, base, subject), ev('job.cancelled', { reason: 'superseded' }, base + 200)];
+  return [submitted(jobId, 1, null, base), ev('job.cancelled', { reason: 'superseded' }, base + 200)];
 }
 
 /** The log in stream order: windows of jobs moving through their lifecycles together. */
@@ -143,16 +147,17 @@ export function* plannedLog(events: number): Generator<Planned> {
 }
 
 /**
- * Publishes the planned log with up to `window` appends awaiting their PubAck. The expected last
- * subject sequence of each append is computed from the sequence the stream will give it (one
- * publisher, stream order = publish order); a refusal means that assumption broke: it throws.
+ * Publishes the planned log as commits of `EVENTS_PER_COMMIT` events (one partition, chained by
+ * prev_hash) with up to `window` appends awaiting their PubAck. The expected last subject
+ * sequence of each commit is computed from the sequence the stream will give it (one publisher,
+ * stream order = publish order); a refusal means that assumption broke: it throws.
  */
-export async function writeLog(nc: NatsConnection, events: number, firstSeq: number, window = 2_000): Promise<{ jobs: number }> {
+export async function writeLog(nc: NatsConnection, events: number, firstSeq: number, window = 64): Promise<{ jobs: number; commits: number }> {
   const inbox = createInbox();
-  const encoder = new TextEncoder();
   const decoder = new TextDecoder();
-  const last = new Map<string, number>();
   const source = plannedLog(events);
+  const commits = Math.ceil(events / EVENTS_PER_COMMIT);
+  let prevHash: string | null = null;
   let jobs = 0;
   let sent = 0;
   let acked = 0;
@@ -169,28 +174,34 @@ export async function writeLog(nc: NatsConnection, events: number, firstSeq: num
           return;
         }
         acked += 1;
-        if (acked === events) {
+        if (acked === commits) {
           sub.unsubscribe();
-          resolve({ jobs });
+          resolve({ jobs, commits });
         } else {
           send();
         }
       },
     });
     function send(): void {
-      const next = source.next();
-      if (next.done) return;
-      const { subject, event } = next.value;
+      if (sent >= commits) return;
+      const batch: JobEvent[] = [];
+      while (batch.length < EVENTS_PER_COMMIT) {
+        const next = source.next();
+        if (next.done) break;
+        batch.push(next.value.event);
+        if (next.value.event.type === 'job.submitted') jobs += 1;
+      }
       const seq = firstSeq + sent;
+      const id = `bench-1-${sent + 1}`;
+      const payload = Buffer.from(JSON.stringify({ v: 2, commit: id, partition: `q.${QUEUE}`, writer: { node: 'bench-node', epoch: 1 }, prev_hash: prevHash, events: batch }));
+      prevHash = createHash('sha256').update(payload).digest('hex');
       const h = natsHeaders();
-      h.set('Nats-Msg-Id', event.id);
-      h.set('Nats-Expected-Last-Subject-Sequence', String(last.get(subject) ?? 0));
-      last.set(subject, seq);
-      if (event.type === 'job.submitted') jobs += 1;
-      nc.publish(subject, encoder.encode(JSON.stringify(event)), { reply: `${inbox}.${sent}`, headers: h });
+      h.set(MSG_ID_HEADER, id);
+      h.set(EXPECTED_HEADER, String(sent === 0 ? 0 : seq - 1));
+      nc.publish(SUBJECT, payload, { reply: `${inbox}.${sent}`, headers: h });
       sent += 1;
     }
-    for (let i = 0; i < Math.min(window, events); i++) send();
+    for (let i = 0; i < Math.min(window, commits); i++) send();
   });
 }
 
@@ -212,7 +223,7 @@ export async function measureAudit(nc: NatsConnection, mode: 'thread' | 'inline'
     report = auditor.report();
   }
   const ms = performance.now() - started;
-  return { perSecond: (report.messages * 1000) / ms, ms, report, mode: ran };
+  return { perSecond: (report.events * 1000) / ms, ms, report, mode: ran };
 }
 
 export async function benchAuditVsRead(url: string, options: AuditBenchOptions = {}): Promise<AuditBenchResult> {
@@ -225,9 +236,9 @@ export async function benchAuditVsRead(url: string, options: AuditBenchOptions =
     const before = (await jsm.streams.info(STREAM)).state;
     if (before.messages !== 0) throw new Error(`benchAuditVsRead needs an empty ${STREAM} stream (it holds ${before.messages} messages)`);
     const writeStarted = performance.now();
-    const { jobs } = await writeLog(nc, events, before.last_seq + 1);
+    const { jobs, commits } = await writeLog(nc, events, before.last_seq + 1);
     const writeMs = performance.now() - writeStarted;
-    log(`audit bench: wrote ${events} events (${jobs} jobs) in ${(writeMs / 1000).toFixed(1)} s`);
+    log(`audit bench: wrote ${events} events (${jobs} jobs) in ${commits} commits in ${(writeMs / 1000).toFixed(1)} s`);
     const reads: number[] = [];
     const audits: number[] = [];
     let violations = 0;
@@ -235,7 +246,7 @@ export async function benchAuditVsRead(url: string, options: AuditBenchOptions =
     const inlines: number[] = [];
     let mode = 'thread';
     const check = (audit: Awaited<ReturnType<typeof measureAudit>>) => {
-      if (audit.report.messages !== events) throw new Error(`audit saw ${audit.report.messages} of ${events} events`);
+      if (audit.report.events !== events || audit.report.messages !== commits) throw new Error(`audit saw ${audit.report.events} of ${events} events in ${audit.report.messages} of ${commits} commits`);
       if (!audit.report.ok) throw new Error(`audit of a legal log found ${audit.report.violationCount} violations, first: ${JSON.stringify(audit.report.violations[0])}`);
       violations += audit.report.violationCount;
     };
@@ -249,8 +260,9 @@ export async function benchAuditVsRead(url: string, options: AuditBenchOptions =
     };
     for (let pass = 0; pass < passes; pass++) {
       const read = await cpuPerEvent(cpuUs.read, () => measureRawRead(nc));
-      if (read.messages !== events) throw new Error(`raw read saw ${read.messages} of ${events} events`);
-      reads.push(Math.round(read.perSecond));
+      if (read.messages !== commits) throw new Error(`raw read saw ${read.messages} of ${commits} commits`);
+      // The raw read counts commits; its rate in events is what it carried.
+      reads.push(Math.round((read.perSecond * events) / commits));
       const audit = await cpuPerEvent(cpuUs.audit, () => measureAudit(nc, 'thread'));
       check(audit);
       mode = audit.mode;
@@ -273,6 +285,8 @@ export async function benchAuditVsRead(url: string, options: AuditBenchOptions =
       read,
       ratio: audit / read,
       events,
+      commits,
+      events_per_commit: EVENTS_PER_COMMIT,
       jobs,
       write_per_s: Math.round((events * 1000) / writeMs),
       audits,

@@ -212,6 +212,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       tip,
       onCommitted,
       refoldTo: (seq) => tail.waitFor(seq),
+      onDeposed: () => void leadership.relinquish(queue),
       log: root.child({ component: 'writer', queue }),
     });
   };

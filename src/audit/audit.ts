@@ -1,43 +1,54 @@
 /**
- * The audit: folds recorded messages, in stream order, through the same machines that decided
- * them (with `evolveJob`, the fast fold derived from the machines and proven equal to them) and
- * checks every aggregate against the rules in ./types.ts. Pure: messages in, violations out;
- * reading the stream is src/store/read-log.ts's job.
+ * The audit: reads stored commits in stream order, checks each partition's chain of commits
+ * (the expected-sequence guard, the writer epochs and the hash chain), and folds every event
+ * through the same machines that decided it (job events with `evolveJob`, the fast fold derived
+ * from the machines and proven equal to them), checking every aggregate against the rules in
+ * ./types.ts. Pure: messages in, violations out; reading the stream is src/store/read-log.ts's job.
  *
- * A refused event is skipped (the aggregate keeps the state it had, as every node's fold does),
- * so one tampered event gives one violation, not a cascade through the rest of its history.
+ * Each commit is decoded once (one JSON.parse) and its payload hashed once, as stored: the
+ * events are never re-serialised. A refused event is skipped (the aggregate keeps the state it
+ * had, as every node's fold does), so one tampered event gives one violation, not a cascade
+ * through the rest of its history.
  */
-import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState } from '../../machines/index.js';
-import { decodeMessage, type DecodedMessage } from './decode.js';
-import { AUDIT_RULES, AuditRules, type AuditOptions, type AuditReport, type AuditRule, type RecordedMessage, type Violation } from './types.js';
-import { EXPECTED_HEADER, MSG_ID_HEADER } from '../nats/subjects.js';
+import { commitSeqOf, evolveJob, indexOf, INITIAL_JOB_STATE, positionOf, type JobEvent, type JobState, type Position } from '../../machines/index.js';
+import { commitHash } from '../nats/codec.js';
+import { EXPECTED_HEADER, MSG_ID_HEADER, SYS_PARTITION } from '../nats/subjects.js';
+import { decodeStoredCommit, partitionAggregate, type DecodedEvent } from './decode.js';
+import { AUDIT_RULES, AuditRules, type AuditOptions, type AuditReport, type AuditRule, type EventRef, type RecordedMessage, type Violation } from './types.js';
 
-/** What the audit keeps per subject: the sequence chain, and for a job its fold and the seqs the rules cite. */
-interface SubjectState {
-  /** Stream sequence of the subject's last stored event (accepted or not): what the next append must expect. */
+/** What the audit keeps per partition: the chain's tip, and the partition's jobs. */
+interface PartitionState {
+  /** Stream sequence of the partition's last stored commit (decodable or not): what the next commit must expect. */
   lastSeq: number;
-  job: JobAudit | null;
+  /** SHA-256 of that commit's payload: what the next commit's prev_hash must be. */
+  lastHash: string | null;
+  /** The highest writer epoch seen in the partition. */
+  epoch: number;
+  epochSeq: number;
+  readonly jobs: Map<string, JobAudit>;
 }
 
 interface JobAudit {
   readonly queue: string;
   readonly jobId: string;
   state: JobState;
-  /** Sequence of the accepted job.submitted; 0 before it. */
-  submitSeq: number;
-  /** Sequence of the accepted job.claimed that opened the run. */
-  claimSeq: number;
-  /** Sequence of the event that closed the run. */
-  closeSeq: number;
-  /** Sequence of the event that ended the job (terminal state). */
-  endSeq: number;
-  /** The retry created for this job's failure, and its submit sequence. */
+  /** Position of the accepted job.submitted; 0 before it. */
+  submitAt: Position;
+  /** Position of the accepted job.claimed that opened the run. */
+  claimAt: Position;
+  /** Position of the event that closed the run. */
+  closeAt: Position;
+  /** Position of the event that ended the job (terminal state). */
+  endAt: Position;
+  /** The retry created for this job's failure, and its submit position. */
   retriedBy: string | null;
-  retrySeq: number;
+  retryAt: Position;
 }
 
 const CLOSING = new Set(['job.succeeded', 'job.failed', 'job.skipped', 'job.cancelled']);
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'skipped', 'ignored']);
+/** Kinds whose aggregates live in a queue's partition (DESIGN: "Partitions"); the others live in sys. */
+const QUEUE_KINDS = new Set(['job', 'queue', 'reservation', 'jobnode']);
 
 function emptyCounts(): Record<AuditRule, number> {
   const counts = {} as Record<AuditRule, number>;
@@ -50,24 +61,40 @@ function runIdOf(event: JobEvent): string | null {
   return typeof d.run_id === 'string' ? d.run_id : null;
 }
 
+function ref(position: Position): EventRef {
+  return { seq: commitSeqOf(position), index: indexOf(position) };
+}
+
+/** `seq:index`, as violations and the CLI print a position. */
+export function formatPosition(position: Position): string {
+  return `${commitSeqOf(position)}:${indexOf(position)}`;
+}
+
+function commitRef(seq: number): EventRef {
+  return { seq, index: null };
+}
+
 /**
- * Incremental auditor: `push` messages in stream order (duplicates and older sequences are
- * ignored), then `report()`. Keeps one small record per subject.
+ * Incremental auditor: `push` commits in stream order (duplicates and older sequences are
+ * ignored), then `report()`. Keeps one small record per partition and per job.
  */
 export class Auditor {
-  private readonly subjects = new Map<string, SubjectState>();
+  private readonly partitions = new Map<string, PartitionState>();
   private readonly violations: Violation[] = [];
   private readonly counts = emptyCounts();
   private readonly fromSeq: number;
   private readonly toSeq: number;
   private readonly maxViolations: number;
   private messages = 0;
+  private events = 0;
   private jobEvents = 0;
   private otherEvents = 0;
   private jobs = 0;
   private firstSeq: number | null = null;
   private lastSeq = 0;
   private violationCount = 0;
+  /** The commit being pushed: its subject, for the violations it gives. */
+  private subject = '';
 
   constructor(options: AuditOptions = {}) {
     this.fromSeq = options.fromSeq ?? 1;
@@ -75,11 +102,16 @@ export class Auditor {
     this.maxViolations = options.maxViolations ?? 10_000;
   }
 
-  private violate(seq: number, subject: string, aggregate: string, rule: AuditRule, message: string, events: readonly number[]): void {
+  private violate(seq: number, index: number | null, aggregate: string, rule: AuditRule, message: string, events: readonly EventRef[]): void {
     if (seq < this.fromSeq || seq > this.toSeq) return;
     this.violationCount += 1;
     this.counts[rule] += 1;
-    if (this.violations.length < this.maxViolations) this.violations.push({ seq, subject, aggregate, rule, message, events });
+    if (this.violations.length < this.maxViolations) this.violations.push({ seq, index, subject: this.subject, aggregate, rule, message, events });
+  }
+
+  /** A violation of event `position`. */
+  private violateAt(position: Position, aggregate: string, rule: AuditRule, message: string, events: readonly Position[]): void {
+    this.violate(commitSeqOf(position), indexOf(position), aggregate, rule, message, events.map(ref));
   }
 
   pushAll(messages: Iterable<RecordedMessage>): void {
@@ -92,232 +124,263 @@ export class Auditor {
     this.lastSeq = seq;
     if (this.firstSeq === null) this.firstSeq = seq;
     this.messages += 1;
+    this.subject = subject;
 
-    let st = this.subjects.get(subject);
+    let st = this.partitions.get(subject);
     if (st === undefined) {
-      st = { lastSeq: 0, job: null };
-      this.subjects.set(subject, st);
+      st = { lastSeq: 0, lastHash: null, epoch: -Infinity, epochSeq: 0, jobs: new Map() };
+      this.partitions.set(subject, st);
     }
     const previousSeq = st.lastSeq;
+    const previousHash = st.lastHash;
     st.lastSeq = seq;
+    // The payload as stored, hashed once: the next commit's prev_hash names exactly these bytes.
+    st.lastHash = commitHash(message.data);
 
-    const decoded = decodeMessage(message);
+    const decoded = decodeStoredCommit(message);
+    const partitionName = decoded.partition ?? subject;
+    const aggregate = partitionAggregate(decoded.partition, subject);
+    const before = previousSeq > 0 ? [commitRef(previousSeq), commitRef(seq)] : [commitRef(seq)];
+
+    // The chain by sequence: every commit expects its partition's previous stream sequence (0 for the first).
     const expected = message.expectedLastSubjectSeq;
-    if (expected === previousSeq && message.msgId !== null && decoded.kind === 'job') {
-      // The common case: a guarded job event, so no header rule to check.
-      this.pushJob(seq, subject, `job:${decoded.jobId}`, st, decoded, message.msgId);
-      return;
-    }
-    const aggregate = decoded.kind === 'job' ? `job:${decoded.jobId}` : decoded.kind === 'other' ? `${decoded.aggregateKind}:${decoded.aggregateId}` : decoded.aggregate;
-
-    // Sequence: every docket append expects its subject's previous stream sequence (0 creates).
     if (expected === null || message.msgId === null) {
-      const missing = [expected === null ? EXPECTED_HEADER : '', message.msgId === null ? MSG_ID_HEADER : '']
-        .filter((h) => h !== '')
-        .join(' and ');
-      this.violate(seq, subject, aggregate, AuditRules.UnguardedAppend, `appended without ${missing}: nothing guarded its place in ${aggregate}`, previousSeq > 0 ? [previousSeq, seq] : [seq]);
+      const missing = [expected === null ? EXPECTED_HEADER : '', message.msgId === null ? MSG_ID_HEADER : ''].filter((h) => h !== '').join(' and ');
+      this.violate(seq, null, aggregate, AuditRules.UnguardedAppend, `commit appended without ${missing}: nothing guarded its place in partition ${partitionName}`, before);
     }
     if (expected !== null && expected !== previousSeq) {
       if (expected > previousSeq) {
         this.violate(
           seq,
-          subject,
+          null,
           aggregate,
           AuditRules.SequenceGap,
-          `expected the previous event of ${aggregate} at seq ${expected}, but the subject holds ${previousSeq === 0 ? 'nothing before it' : `seq ${previousSeq} there`}: an event is missing`,
-          previousSeq > 0 ? [previousSeq, seq] : [seq],
+          `commit expected the partition's previous commit at seq ${expected}, but partition ${partitionName} holds ${previousSeq === 0 ? 'nothing before it' : `seq ${previousSeq} there`}: a commit is missing`,
+          before,
         );
       } else {
         this.violate(
           seq,
-          subject,
+          null,
           aggregate,
           AuditRules.SequenceReorder,
-          `expected the previous event of ${aggregate} at seq ${expected}, but seq ${previousSeq} came between: appended out of order`,
-          expected > 0 ? [expected, previousSeq, seq] : [previousSeq, seq],
+          `commit expected the partition's previous commit at seq ${expected}, but seq ${previousSeq} came between: appended out of order or inserted`,
+          expected > 0 ? [commitRef(expected), commitRef(previousSeq), commitRef(seq)] : before,
         );
       }
     }
 
+    if (!decoded.ok) {
+      this.violate(seq, null, aggregate, AuditRules.Undecodable, decoded.reason, [commitRef(seq)]);
+      return;
+    }
+    const { commit, partition, queue, events } = decoded;
+
+    // The chain by hash: prev_hash is the SHA-256 of the partition's previous commit as stored.
+    if (commit.prev_hash !== previousHash) {
+      const what =
+        previousSeq === 0
+          ? `the partition holds no commit before it, so prev_hash must be null, not ${String(commit.prev_hash)}: its predecessor is gone`
+          : commit.prev_hash === null
+            ? `prev_hash is null, but the partition's previous commit is seq ${previousSeq}: a commit was inserted`
+            : `prev_hash ${commit.prev_hash.slice(0, 12)}… is not the hash of the partition's previous commit (seq ${previousSeq}, ${previousHash!.slice(0, 12)}…): seq ${previousSeq} was edited, or a commit before this one was deleted or inserted`;
+      this.violate(seq, null, aggregate, AuditRules.HashChain, `commit ${commit.commit}: ${what}`, before);
+    }
+    if (commit.writer.epoch < st.epoch) {
+      this.violate(
+        seq,
+        null,
+        aggregate,
+        AuditRules.WriterEpoch,
+        `commit ${commit.commit} by ${commit.writer.node} at epoch ${commit.writer.epoch}, after epoch ${st.epoch} wrote seq ${st.epochSeq}: a deposed writer's commit`,
+        [commitRef(st.epochSeq), commitRef(seq)],
+      );
+    } else if (commit.writer.epoch > st.epoch) {
+      st.epoch = commit.writer.epoch;
+      st.epochSeq = seq;
+    }
+    if (commit.partition !== partition) {
+      this.violate(seq, null, aggregate, AuditRules.EnvelopeMismatch, `commit ${commit.commit} says partition ${commit.partition} but is stored in ${partition}`, [commitRef(seq)]);
+    }
+    if (message.msgId !== null && message.msgId !== commit.commit) {
+      this.violate(seq, null, aggregate, AuditRules.EnvelopeMismatch, `commit id ${commit.commit} differs from its Nats-Msg-Id ${message.msgId}`, [commitRef(seq)]);
+    }
+
+    const isSys = partition === SYS_PARTITION;
+    for (let i = 0; i < events.length; i++) {
+      this.events += 1;
+      this.pushEvent(positionOf(seq, i), partition, queue, isSys, st, events[i]!);
+    }
+  }
+
+  private pushEvent(position: Position, partition: string, queue: string, isSys: boolean, st: PartitionState, decoded: DecodedEvent): void {
     if (decoded.kind === 'undecodable') {
-      this.violate(seq, subject, aggregate, AuditRules.Undecodable, decoded.reason, [seq]);
+      this.violateAt(position, decoded.aggregate, AuditRules.Undecodable, decoded.reason, [position]);
       return;
     }
     if (decoded.kind === 'other') {
       this.otherEvents += 1;
-      if (message.msgId !== null && message.msgId !== decoded.event.id) {
-        this.violate(seq, subject, aggregate, AuditRules.EnvelopeMismatch, `event id ${decoded.event.id} differs from its Nats-Msg-Id ${message.msgId}`, [seq]);
+      const { aggregateKind, aggregateId, event } = decoded;
+      const aggregate = `${aggregateKind}:${aggregateId}`;
+      const queueKind = QUEUE_KINDS.has(aggregateKind);
+      if (queueKind === isSys) {
+        this.violateAt(position, aggregate, AuditRules.EnvelopeMismatch, `${event.type}: a ${aggregateKind} event belongs in ${queueKind ? 'a queue partition' : 'partition sys'}, not ${partition}`, [position]);
+      } else if (queueKind && event.queue !== queue) {
+        this.violateAt(position, aggregate, AuditRules.EnvelopeMismatch, `${event.type} says queue ${String(event.queue)} but is stored in partition ${partition}`, [position]);
       }
       return;
     }
-
-    this.pushJob(seq, subject, aggregate, st, decoded, message.msgId);
+    this.pushJob(position, partition, st, decoded);
   }
 
   /** Envelope checks, the fold through the machines, and the rules a job event can break. */
-  private pushJob(seq: number, subject: string, aggregate: string, st: SubjectState, decoded: Extract<DecodedMessage, { kind: 'job' }>, msgId: string | null): void {
+  private pushJob(position: Position, partition: string, st: PartitionState, decoded: Extract<DecodedEvent, { kind: 'job' }>): void {
     this.jobEvents += 1;
     const { event, queue, jobId } = decoded;
-    let job = st.job;
-    if (job === null) {
-      job = { queue, jobId, state: INITIAL_JOB_STATE, submitSeq: 0, claimSeq: 0, closeSeq: 0, endSeq: 0, retriedBy: null, retrySeq: 0 };
-      st.job = job;
+    const aggregate = `job:${jobId}`;
+    let job = st.jobs.get(jobId);
+    if (job === undefined) {
+      job = { queue, jobId, state: INITIAL_JOB_STATE, submitAt: 0, claimAt: 0, closeAt: 0, endAt: 0, retriedBy: null, retryAt: 0 };
+      st.jobs.set(jobId, job);
     }
-    if (event.queue !== queue) {
-      this.violate(seq, subject, aggregate, AuditRules.EnvelopeMismatch, `${event.type} says queue ${String(event.queue)} but is stored under queue ${queue}`, [seq]);
+    if (event.queue !== queue || queue === '') {
+      this.violateAt(position, aggregate, AuditRules.EnvelopeMismatch, `${event.type} says queue ${String(event.queue)} but is stored in partition ${partition}`, [position]);
     }
     if (event.type === 'job.submitted' && event.data.job_id !== jobId) {
-      this.violate(seq, subject, aggregate, AuditRules.EnvelopeMismatch, `job.submitted says job ${event.data.job_id} but is stored under job ${jobId}`, [seq]);
-    }
-    if (msgId !== null && msgId !== event.id) {
-      this.violate(seq, subject, aggregate, AuditRules.EnvelopeMismatch, `event id ${event.id} differs from its Nats-Msg-Id ${msgId}`, [seq]);
+      this.violateAt(position, aggregate, AuditRules.EnvelopeMismatch, `job.submitted says job ${event.data.job_id} but its aggregate is job ${jobId}`, [position]);
     }
 
     const before = job.state;
     const after = evolveJob(before, event);
     if (after === null) {
-      this.refused(seq, subject, aggregate, job, event);
+      this.refused(position, aggregate, job, event);
       return;
     }
 
     switch (event.type) {
       case 'job.submitted':
-        job.submitSeq = seq;
+        job.submitAt = position;
         this.jobs += 1;
-        this.checkRetry(seq, subject, aggregate, job, event);
+        this.checkRetry(position, aggregate, st, job, event);
         break;
       case 'job.claimed':
-        job.claimSeq = seq;
+        job.claimAt = position;
         break;
       default:
-        if (CLOSING.has(event.type) && before.run.value === 'running' && after.run.value !== 'running') job.closeSeq = seq;
+        if (CLOSING.has(event.type) && before.run.value === 'running' && after.run.value !== 'running') job.closeAt = position;
     }
-    if (!TERMINAL.has(before.job.value) && TERMINAL.has(after.job.value)) job.endSeq = seq;
+    if (!TERMINAL.has(before.job.value) && TERMINAL.has(after.job.value)) job.endAt = position;
     job.state = after;
   }
 
   /** Names the most specific rule the machines' refusal of `event` breaks. */
-  private refused(seq: number, subject: string, aggregate: string, job: JobAudit, event: JobEvent): void {
+  private refused(at: Position, aggregate: string, job: JobAudit, event: JobEvent): void {
     const { job: j, run } = job.state;
     const named = `${event.type} (event ${event.id})`;
     if (j.value === 'new') {
-      this.violate(seq, subject, aggregate, AuditRules.IllegalTransition, `${named} for a job that was never submitted`, [seq]);
+      this.violateAt(at, aggregate, AuditRules.IllegalTransition, `${named} for a job that was never submitted`, [at]);
       return;
     }
     if (event.type === 'job.submitted') {
-      this.violate(seq, subject, aggregate, AuditRules.IllegalTransition, `${named} for a job already submitted at seq ${job.submitSeq}`, [job.submitSeq, seq]);
+      this.violateAt(at, aggregate, AuditRules.IllegalTransition, `${named} for a job already submitted at ${formatPosition(job.submitAt)}`, [job.submitAt, at]);
       return;
     }
     if (event.type === 'job.claimed') {
       if (run.value === 'running') {
-        this.violate(
-          seq,
-          subject,
+        this.violateAt(
+          at,
           aggregate,
           AuditRules.TwoOpenRuns,
-          `${named} opens run ${event.data.run_id} while run ${String(run.context.run_id)} (claimed at seq ${job.claimSeq}) is still open`,
-          [job.claimSeq, seq],
+          `${named} opens run ${event.data.run_id} while run ${String(run.context.run_id)} (claimed at ${formatPosition(job.claimAt)}) is still open`,
+          [job.claimAt, at],
         );
         return;
       }
       if (j.value === 'queued' && Date.parse(event.time) < Date.parse(j.context.run_at)) {
-        this.violate(
-          seq,
-          subject,
-          aggregate,
-          AuditRules.ClaimedBeforeRunAt,
-          `${named} at ${event.time}, before the job's run_at ${j.context.run_at}`,
-          [job.submitSeq, seq],
-        );
+        this.violateAt(at, aggregate, AuditRules.ClaimedBeforeRunAt, `${named} at ${event.time}, before the job's run_at ${j.context.run_at}`, [job.submitAt, at]);
         return;
       }
-      this.violate(seq, subject, aggregate, AuditRules.IllegalTransition, `${named} is not allowed when the job is ${j.value}`, [seq]);
+      this.violateAt(at, aggregate, AuditRules.IllegalTransition, `${named} is not allowed when the job is ${j.value}`, [at]);
       return;
     }
     const runId = runIdOf(event);
     if (runId !== null) {
       if (run.value === 'none') {
-        this.violate(seq, subject, aggregate, AuditRules.IllegalTransition, `${named} names run ${runId}, but the job was never claimed (it is ${j.value})`, [seq]);
+        this.violateAt(at, aggregate, AuditRules.IllegalTransition, `${named} names run ${runId}, but the job was never claimed (it is ${j.value})`, [at]);
         return;
       }
       if (run.context.run_id !== runId) {
         const holds = run.value === 'running' ? `run ${String(run.context.run_id)} holds the job` : `the job's only run was ${String(run.context.run_id)}`;
-        this.violate(seq, subject, aggregate, AuditRules.StaleRun, `${named} names run ${runId}, but ${holds} (claimed at seq ${job.claimSeq})`, [job.claimSeq, seq]);
+        this.violateAt(at, aggregate, AuditRules.StaleRun, `${named} names run ${runId}, but ${holds} (claimed at ${formatPosition(job.claimAt)})`, [job.claimAt, at]);
         return;
       }
       if (run.value !== 'running' && CLOSING.has(event.type)) {
-        this.violate(
-          seq,
-          subject,
-          aggregate,
-          AuditRules.DoubleClose,
-          `${named} closes run ${runId} again: it already ended ${run.value} at seq ${job.closeSeq}`,
-          [job.closeSeq, seq],
-        );
+        this.violateAt(at, aggregate, AuditRules.DoubleClose, `${named} closes run ${runId} again: it already ended ${run.value} at ${formatPosition(job.closeAt)}`, [job.closeAt, at]);
         return;
       }
     }
-    const ended = job.endSeq > 0 ? ` since seq ${job.endSeq}` : '';
-    this.violate(seq, subject, aggregate, AuditRules.IllegalTransition, `${named} is not allowed when the job is ${j.value}${ended}`, job.endSeq > 0 ? [job.endSeq, seq] : [seq]);
+    const ended = job.endAt > 0 ? ` since ${formatPosition(job.endAt)}` : '';
+    this.violateAt(at, aggregate, AuditRules.IllegalTransition, `${named} is not allowed when the job is ${j.value}${ended}`, job.endAt > 0 ? [job.endAt, at] : [at]);
   }
 
   /** A retry names a failed (or cancelled) job of its queue, takes the next attempt within max_attempts, and is that job's only retry. */
-  private checkRetry(seq: number, subject: string, aggregate: string, job: JobAudit, event: Extract<JobEvent, { type: 'job.submitted' }>): void {
+  private checkRetry(at: Position, aggregate: string, st: PartitionState, job: JobAudit, event: Extract<JobEvent, { type: 'job.submitted' }>): void {
     const { retry_of: retryOf, attempt, max_attempts: maxAttempts } = event.data;
     if (retryOf === null) {
-      if (attempt !== 1) this.violate(seq, subject, aggregate, AuditRules.RetryChain, `attempt ${attempt} without retry_of: a first attempt is 1`, [seq]);
+      if (attempt !== 1) this.violateAt(at, aggregate, AuditRules.RetryChain, `attempt ${attempt} without retry_of: a first attempt is 1`, [at]);
       return;
     }
     if (retryOf === job.jobId) {
-      this.violate(seq, subject, aggregate, AuditRules.RetryChain, `retry_of names the job itself: a cycle`, [seq]);
+      this.violateAt(at, aggregate, AuditRules.RetryChain, `retry_of names the job itself: a cycle`, [at]);
       return;
     }
-    const original = this.subjects.get(`docket.evt.job.${job.queue}.${retryOf}`)?.job;
-    if (!original || original.submitSeq === 0) {
-      this.violate(seq, subject, aggregate, AuditRules.RetryChain, `retry_of names ${retryOf}, which is no earlier job of queue ${job.queue}`, [seq]);
+    // A retry stays in its queue, so in its partition.
+    const original = st.jobs.get(retryOf);
+    if (!original || original.submitAt === 0) {
+      this.violateAt(at, aggregate, AuditRules.RetryChain, `retry_of names ${retryOf}, which is no earlier job of queue ${job.queue}`, [at]);
       return;
     }
     // The retrier retries failed jobs; `docket retry` by hand also takes a cancelled one.
     const status = original.state.job.value;
     if (status !== 'failed' && status !== 'cancelled') {
-      this.violate(seq, subject, aggregate, AuditRules.RetryChain, `retry of job ${retryOf}, which is ${status}, not failed or cancelled`, [original.submitSeq, seq]);
+      this.violateAt(at, aggregate, AuditRules.RetryChain, `retry of job ${retryOf}, which is ${status}, not failed or cancelled`, [original.submitAt, at]);
     }
     const expectedAttempt = original.state.job.context.attempt + 1;
     if (attempt !== expectedAttempt) {
-      this.violate(
-        seq,
-        subject,
+      this.violateAt(
+        at,
         aggregate,
         AuditRules.RetryChain,
         `attempt ${attempt} does not follow attempt ${original.state.job.context.attempt} of job ${retryOf}: expected ${expectedAttempt}`,
-        [original.submitSeq, seq],
+        [original.submitAt, at],
       );
     }
     if (attempt > maxAttempts) {
-      this.violate(seq, subject, aggregate, AuditRules.RetryChain, `attempt ${attempt} exceeds max_attempts ${maxAttempts}`, [original.endSeq || original.submitSeq, seq]);
+      this.violateAt(at, aggregate, AuditRules.RetryChain, `attempt ${attempt} exceeds max_attempts ${maxAttempts}`, [original.endAt || original.submitAt, at]);
     }
     if (original.retriedBy !== null) {
-      this.violate(
-        seq,
-        subject,
+      this.violateAt(
+        at,
         aggregate,
         AuditRules.RetryChain,
-        `job ${retryOf} already has retry ${original.retriedBy} (seq ${original.retrySeq}): a chain does not fork`,
-        [original.retrySeq, seq],
+        `job ${retryOf} already has retry ${original.retriedBy} (at ${formatPosition(original.retryAt)}): a chain does not fork`,
+        [original.retryAt, at],
       );
       return;
     }
     original.retriedBy = job.jobId;
-    original.retrySeq = seq;
+    original.retryAt = at;
   }
 
   report(): AuditReport {
     return {
       ok: this.violationCount === 0,
       messages: this.messages,
+      events: this.events,
       jobEvents: this.jobEvents,
       otherEvents: this.otherEvents,
       jobs: this.jobs,
+      partitions: this.partitions.size,
       firstSeq: this.firstSeq,
       lastSeq: this.firstSeq === null ? null : this.lastSeq,
       violationCount: this.violationCount,
@@ -328,7 +391,7 @@ export class Auditor {
   }
 }
 
-/** Audits messages given in stream order. */
+/** Audits commits given in stream order. */
 export function auditMessages(messages: Iterable<RecordedMessage>, options: AuditOptions = {}): AuditReport {
   const auditor = new Auditor(options);
   auditor.pushAll(messages);

@@ -1,24 +1,37 @@
 /**
- * Decoding of stored messages for the audit and the replays, with a shape check of each job
- * event's data: XState ignores an unknown event and a guard reading a missing field just says
- * no, so an event of the wrong shape must be named here as undecodable, not later as illegal.
- * Hand-written checks (no schema library): this runs once per event of a million-event audit.
+ * Decoding of stored commits for the audit and the replays: each commit is parsed once
+ * (`decodeCommit`, one JSON.parse of the payload), then each of its events is checked for shape,
+ * a job event's data field by field: XState ignores an unknown event and a guard reading a
+ * missing field just says no, so an event of the wrong shape must be named here as undecodable,
+ * not later as illegal. Hand-written checks (no schema library): this runs once per event of a
+ * million-event audit. Never throws: an undecodable commit or event is a value.
  */
-import { FailureReasons, JOB_EVENT_TYPES, type Envelope, type JobEvent } from '../../machines/index.js';
+import { FailureReasons, JOB_EVENT_TYPES, type Commit, type Envelope, type JobEvent } from '../../machines/index.js';
+import { decodeCommit, envelopeProblem, UndecodableEventError } from '../nats/codec.js';
+import { parseLogSubject, queueOfPartition } from '../nats/subjects.js';
 import type { RecordedMessage } from './types.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
 const FAILURE_REASONS = new Set<string>(Object.values(FailureReasons));
 
-export type DecodedMessage =
+/** One event of a commit, decoded. `queue` is the queue of the partition the commit is stored in ('' for sys). */
+export type DecodedEvent =
   | { readonly kind: 'job'; readonly queue: string; readonly jobId: string; readonly event: JobEvent }
   | { readonly kind: 'other'; readonly aggregateKind: string; readonly aggregateId: string; readonly event: Envelope }
   | { readonly kind: 'undecodable'; readonly aggregate: string; readonly reason: string };
 
-function text(bytes: Uint8Array): string {
-  // The transport hands Buffers; wrapping one again is an allocation per event for nothing.
-  return bytes instanceof Buffer ? bytes.toString('utf8') : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
-}
+/** A stored commit, decoded: its events in order, or why it is not a commit at all. */
+export type DecodedCommit =
+  | {
+      readonly ok: true;
+      readonly commit: Commit<Envelope>;
+      /** The partition its subject names (the commit's own `partition` when the subject names none). */
+      readonly partition: string;
+      /** The partition's queue; '' for sys. */
+      readonly queue: string;
+      readonly events: readonly DecodedEvent[];
+    }
+  | { readonly ok: false; readonly partition: string | null; readonly reason: string };
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -76,65 +89,60 @@ export function jobDataProblem(type: string, d: Record<string, unknown>): string
   }
 }
 
-/** `job:<id>` for a job subject, `<kind>:<id>` for another docket subject, else the subject itself. */
-export function aggregateOf(subject: string): string {
-  const parts = subject.split('.');
-  if (parts[0] !== 'docket' || parts[1] !== 'evt' || parts.length < 4) return subject;
-  if (parts[2] === 'job' && parts.length === 5) return `job:${parts[4]}`;
-  return `${parts[2]}:${parts.slice(3).join('.')}`;
-}
-
-function nameOf(isJobSubject: boolean, jobId: string, subject: string): string {
-  return isJobSubject ? `job:${jobId}` : aggregateOf(subject);
+/** `<kind>:<id>` of an event's aggregate when it names one, else the partition's name. */
+function nameOf(value: unknown, partition: string): string {
+  if (isObject(value) && isObject(value['aggregate'])) {
+    const { kind, id } = value['aggregate'];
+    if (isString(kind) && isString(id)) return `${kind}:${id}`;
+  }
+  return `partition:${partition}`;
 }
 
 /**
- * Decodes one stored message: a job event (shape-checked, on a well-formed job subject), an
- * envelope of another aggregate, or undecodable with the reason. Never throws.
+ * Decodes one event of a commit stored in `partition` (whose queue is `queue`): a job event
+ * (shape-checked), an envelope of another aggregate, or undecodable with the reason.
  */
-export function decodeMessage(message: RecordedMessage): DecodedMessage {
-  const subject = message.subject;
-  // Split by hand: this runs once per event of a million-event audit.
-  let queue = '';
-  let jobId = '';
-  let isJobSubject = false;
-  if (subject.startsWith('docket.evt.job.')) {
-    const dot = subject.indexOf('.', 15);
-    if (dot < 0 || dot === 15 || subject.indexOf('.', dot + 1) >= 0 || dot === subject.length - 1) {
-      return { kind: 'undecodable', aggregate: subject, reason: `job subject ${subject} is not docket.evt.job.<queue>.<job_id>` };
-    }
-    queue = subject.slice(15, dot);
-    jobId = subject.slice(dot + 1);
-    isJobSubject = true;
+export function decodeEvent(value: unknown, partition: string, queue: string): DecodedEvent {
+  // The aggregate's name is built only for a problem: this runs once per event of a
+  // million-event audit.
+  const problem = envelopeProblem(value);
+  if (problem !== null) return { kind: 'undecodable', aggregate: nameOf(value, partition), reason: problem };
+  const env = value as unknown as Envelope;
+  const { kind, id } = env.aggregate;
+  if (kind !== 'job') return { kind: 'other', aggregateKind: kind, aggregateId: id, event: env };
+  const type = env.type;
+  if (!JOB_TYPES.has(type)) return { kind: 'undecodable', aggregate: `job:${id}`, reason: `${type} is not a job event type` };
+  // A time is parsed where a rule reads it (claims; submits' run_at); elsewhere it is only shown.
+  if (env.time.length < 10 || (type === 'job.claimed' && !isTime(env.time))) {
+    return { kind: 'undecodable', aggregate: `job:${id}`, reason: `${type}: the event's time is not a valid time` };
   }
-  // The aggregate's name is built only for a problem: this path runs once per event of a
-  // million-event audit (and a closure here costs more than the fold).
-  let value: unknown;
+  const dataProblem = jobDataProblem(type, env.data as Record<string, unknown>);
+  if (dataProblem !== null) return { kind: 'undecodable', aggregate: `job:${id}`, reason: `${type}: ${dataProblem}` };
+  return { kind: 'job', queue, jobId: id, event: env as JobEvent };
+}
+
+/**
+ * Decodes one stored commit: its header checked, each event decoded on its own (one bad event
+ * does not hide the others of its commit). The partition is the one the subject names, where
+ * the commit is stored; the audit compares it with the commit's own `partition`.
+ */
+export function decodeStoredCommit(message: RecordedMessage): DecodedCommit {
+  const fromSubject = parseLogSubject(message.subject);
+  let commit: Commit<Envelope>;
   try {
-    value = JSON.parse(text(message.data));
-  } catch {
-    return { kind: 'undecodable', aggregate: nameOf(isJobSubject, jobId, subject), reason: 'the payload is not JSON' };
+    commit = decodeCommit(message.data);
+  } catch (err) {
+    return { ok: false, partition: fromSubject, reason: err instanceof UndecodableEventError ? err.message : String(err) };
   }
-  if (!isObject(value)) return { kind: 'undecodable', aggregate: nameOf(isJobSubject, jobId, subject), reason: 'the payload is not a JSON object' };
-  if (value['v'] !== 1) return { kind: 'undecodable', aggregate: nameOf(isJobSubject, jobId, subject), reason: `unknown envelope version ${JSON.stringify(value['v'] ?? null)}` };
-  const type = value['type'];
-  const time = value['time'];
-  // A time is parsed where a rule reads it (claims, submits); elsewhere it is only shown.
-  if (!isString(value['id']) || !isString(type) || !isString(time) || time.length < 10) {
-    return { kind: 'undecodable', aggregate: nameOf(isJobSubject, jobId, subject), reason: 'the envelope lacks id, type or a valid time' };
-  }
-  const data = value['data'];
-  if (!isObject(data)) return { kind: 'undecodable', aggregate: nameOf(isJobSubject, jobId, subject), reason: 'the envelope lacks data' };
-  if (!isJobSubject) {
-    const parts = nameOf(isJobSubject, jobId, subject).split(':');
-    return { kind: 'other', aggregateKind: parts[0] ?? '', aggregateId: parts.slice(1).join(':'), event: value as unknown as Envelope };
-  }
-  if (!JOB_TYPES.has(type)) return { kind: 'undecodable', aggregate: nameOf(isJobSubject, jobId, subject), reason: `${type} is not a job event type` };
-  // The claim's time is compared with run_at (which the submit's shape check parses).
-  if (type === 'job.claimed' && !isTime(time)) {
-    return { kind: 'undecodable', aggregate: nameOf(isJobSubject, jobId, subject), reason: 'the envelope lacks id, type or a valid time' };
-  }
-  const problem = jobDataProblem(type, data);
-  if (problem !== null) return { kind: 'undecodable', aggregate: nameOf(isJobSubject, jobId, subject), reason: `${type}: ${problem}` };
-  return { kind: 'job', queue, jobId, event: value as unknown as JobEvent };
+  const partition = fromSubject ?? commit.partition;
+  const queue = queueOfPartition(partition);
+  const raw = commit.events as readonly unknown[];
+  const events: DecodedEvent[] = new Array<DecodedEvent>(raw.length);
+  for (let i = 0; i < raw.length; i++) events[i] = decodeEvent(raw[i], partition, queue);
+  return { ok: true, commit, partition, queue, events };
+}
+
+/** The name a violation gives a partition's own rules. */
+export function partitionAggregate(partition: string | null, subject: string): string {
+  return `partition:${partition ?? subject}`;
 }

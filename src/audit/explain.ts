@@ -1,30 +1,43 @@
 /**
- * `explain`: why a job ran when it did. Folds its queue's messages into the node's projections
+ * `explain`: why a job ran when it did. Folds its queue's commits into the node's projections
  * and, just before the job's accepted `job.claimed`, reads the queue order with the clock at the
  * claim's time (the dispatcher's decision): the job's order key, the ready jobs that stood ahead
  * of it, and then, folding on, what became of each of those. Pure: messages in, explanation out.
  */
-import { evolveJob, type JobClaimedData, type JobEvent } from '../../machines/index.js';
+import { commitSeqOf, evolveJob, indexOf, positionOf, type JobClaimedData, type JobEvent, type Position } from '../../machines/index.js';
 import type { OrderKey } from '../projections/queue-order.js';
-import { decodeMessage } from './decode.js';
+import { decodeStoredCommit } from './decode.js';
 import { QueueReplay, type ChainLink, type JobReplay } from './replay.js';
 import type { RecordedMessage } from './types.js';
 
-export interface AheadJob {
-  readonly job_id: string;
+/** An order key as explain shows it: the submit's position split into its commit sequence and index. */
+export interface OrderKeyView {
   readonly priority: number;
+  /** The moved-to position, else the job.submitted event's position (one number). */
   readonly position: number;
   readonly seq: number;
+  readonly index: number;
+}
+
+function keyView(key: OrderKey): OrderKeyView {
+  return { priority: key.priority, position: key.position, seq: commitSeqOf(key.seq), index: indexOf(key.seq) };
+}
+
+export interface AheadJob extends OrderKeyView {
+  readonly job_id: string;
   /** What became of it after the claim: `claimed`, `cancelled`, ... or `queued` when nothing yet. */
   readonly fate: string;
+  /** Where that happened: commit sequence and index. */
   readonly fate_seq: number | null;
+  readonly fate_index: number | null;
   /** The worker whose claim took it, when it was claimed. */
   readonly fate_worker: string | null;
 }
 
-/** The claim that won: its job.claimed data, where it stands in the log and when. */
+/** The claim that won: its job.claimed data, where it stands in the log (commit sequence, index) and when. */
 export interface ClaimView extends JobClaimedData {
   readonly seq: number;
+  readonly index: number;
   readonly time: string;
 }
 
@@ -34,8 +47,8 @@ export interface Explanation {
   readonly status: string;
   /** The claim that won (the job's run); null when the job was never claimed. */
   readonly claim: ClaimView | null;
-  /** The order key (priority, position, submit seq) at the claim, or now when never claimed. */
-  readonly order_key: OrderKey | null;
+  /** The order key (priority, position, submit position) at the claim, or now when never claimed. */
+  readonly order_key: OrderKeyView | null;
   /** 0-based place in the ready order at the claim (now when never claimed); null when not ready. */
   readonly place: number | null;
   readonly ready_count: number;
@@ -57,20 +70,20 @@ export interface Explanation {
 
 interface Captured {
   readonly claim: ClaimView;
-  readonly key: OrderKey | null;
+  readonly key: OrderKeyView | null;
   readonly place: number | null;
   readonly readyCount: number;
-  readonly ahead: { job_id: string; key: OrderKey }[];
+  readonly ahead: { job_id: string; key: OrderKeyView }[];
 }
 
 /**
- * Feed the job's queue messages in stream order with `push`; `done` turns true once the claim is
+ * Feed the job's queue commits in stream order with `push`; `done` turns true once the claim is
  * seen and every job ahead of it has a fate (the caller may stop reading); then `explanation()`.
  */
 export class Explainer {
   private readonly replay: QueueReplay;
   private captured: Captured | null = null;
-  private readonly fates = new Map<string, { fate: string; seq: number; worker: string | null }>();
+  private readonly fates = new Map<string, { fate: string; at: Position; worker: string | null }>();
   private pendingFates = 0;
 
   constructor(
@@ -86,31 +99,43 @@ export class Explainer {
   }
 
   push(message: RecordedMessage): void {
-    const decoded = decodeMessage(message);
-    if (decoded.kind === 'job' && decoded.queue === this.job.job.queue) {
-      const event = decoded.event;
-      if (this.captured === null && decoded.jobId === this.job.job.job_id && event.type === 'job.claimed') {
-        const record = this.replay.store.get(decoded.jobId);
-        if (record && message.seq > this.replay.seq && evolveJob(record.state, event) !== null) this.capture(message, event);
-      } else if (this.captured !== null && this.pendingFates > 0 && !this.fates.has(decoded.jobId)) {
-        this.noteFate(message, decoded.jobId, event);
-      }
+    if (!this.replay.holds(message) || message.seq <= this.replay.seq) return;
+    const decoded = decodeStoredCommit(message);
+    if (!decoded.ok) {
+      this.replay.pushDecoded(message, decoded);
+      return;
     }
-    this.replay.pushDecoded(message, decoded);
+    const queue = this.job.job.queue;
+    const events = decoded.events;
+    for (let i = 0; i < events.length; i++) {
+      const d = events[i]!;
+      const position = positionOf(message.seq, i);
+      if (d.kind === 'job' && d.queue === queue) {
+        const event = d.event;
+        if (this.captured === null && d.jobId === this.job.job.job_id && event.type === 'job.claimed') {
+          const record = this.replay.store.get(d.jobId);
+          if (record && evolveJob(record.state, event) !== null) this.capture(position, event);
+        } else if (this.captured !== null && this.pendingFates > 0 && !this.fates.has(d.jobId)) {
+          this.noteFate(position, d.jobId, event);
+        }
+      }
+      this.replay.pushEvent(position, d);
+    }
   }
 
-  private capture(message: RecordedMessage, event: Extract<JobEvent, { type: 'job.claimed' }>): void {
+  private capture(position: Position, event: Extract<JobEvent, { type: 'job.claimed' }>): void {
     const jobId = this.job.job.job_id;
     this.replay.atMs = Date.parse(event.time);
     const view = this.replay.view();
     const place = view.ready.findIndex((r) => r.job_id === jobId);
     const ahead = (place < 0 ? [] : view.ready.slice(0, place)).map((r) => ({
       job_id: r.job_id,
-      key: { priority: r.priority, position: r.position, seq: r.seq },
+      key: { priority: r.priority, position: r.position, seq: r.seq, index: r.index },
     }));
+    const key = this.replay.orderKey(jobId);
     this.captured = {
-      claim: { seq: message.seq, time: event.time, ...event.data },
-      key: this.replay.orderKey(jobId),
+      claim: { seq: commitSeqOf(position), index: indexOf(position), time: event.time, ...event.data },
+      key: key === null ? null : keyView(key),
       place: place < 0 ? null : place,
       readyCount: view.ready.length,
       ahead,
@@ -119,13 +144,13 @@ export class Explainer {
     this.replay.atMs = this.nowMs;
   }
 
-  private noteFate(message: RecordedMessage, jobId: string, event: JobEvent): void {
+  private noteFate(position: Position, jobId: string, event: JobEvent): void {
     if (!this.captured!.ahead.some((a) => a.job_id === jobId)) return;
     const record = this.replay.store.get(jobId);
     if (!record || evolveJob(record.state, event) === null) return;
     if (event.type === 'job.moved' || event.type === 'job.artifact_added') return;
     const fate = event.type.slice('job.'.length);
-    this.fates.set(jobId, { fate, seq: message.seq, worker: event.type === 'job.claimed' ? event.data.worker : null });
+    this.fates.set(jobId, { fate, at: position, worker: event.type === 'job.claimed' ? event.data.worker : null });
     this.pendingFates -= 1;
   }
 
@@ -136,7 +161,7 @@ export class Explainer {
     const readyAtMs = Math.max(createdMs, runAtMs);
     const notes: string[] = [];
     let claim: ClaimView | null = null;
-    let key: OrderKey | null;
+    let key: OrderKeyView | null;
     let place: number | null;
     let readyCount: number;
     let ahead: AheadJob[];
@@ -144,14 +169,22 @@ export class Explainer {
       ({ claim, key, place, readyCount } = this.captured);
       ahead = this.captured.ahead.map((a) => {
         const f = this.fates.get(a.job_id);
-        return { job_id: a.job_id, ...a.key, fate: f?.fate ?? 'queued', fate_seq: f?.seq ?? null, fate_worker: f?.worker ?? null };
+        return {
+          job_id: a.job_id,
+          ...a.key,
+          fate: f?.fate ?? 'queued',
+          fate_seq: f === undefined ? null : commitSeqOf(f.at),
+          fate_index: f === undefined ? null : indexOf(f.at),
+          fate_worker: f?.worker ?? null,
+        };
       });
       if (place === null) notes.push('the job was not in the ready order when its claim was decided (a delayed or moved job, or a tampered log)');
       else if (ahead.length > 0) notes.push(`${ahead.length} ready job(s) stood ahead at the claim; claims of the head are decided concurrently, so these are normally claims in flight`);
     } else {
       const view = this.replay.view();
       const idx = view.ready.findIndex((r) => r.job_id === t.job_id);
-      key = this.replay.orderKey(t.job_id);
+      const now = this.replay.orderKey(t.job_id);
+      key = now === null ? null : keyView(now);
       place = idx < 0 ? null : idx;
       readyCount = view.ready.length;
       ahead = (idx < 0 ? [] : view.ready.slice(0, idx)).map((r) => ({
@@ -159,8 +192,10 @@ export class Explainer {
         priority: r.priority,
         position: r.position,
         seq: r.seq,
+        index: r.index,
         fate: 'queued',
         fate_seq: null,
+        fate_index: null,
         fate_worker: null,
       }));
       notes.push(`never claimed: the job is ${t.status}${idx >= 0 ? `, place ${idx} of ${view.ready.length} in the ready order now` : ''}`);

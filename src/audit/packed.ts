@@ -1,7 +1,7 @@
 /**
- * A compact binary form of stored messages, so that a reader can hand batches of them to an
- * audit running on another thread with one transferred ArrayBuffer (no per-message structured
- * clone). Also the parsing of docket's two append headers from a raw NATS header block, shared
+ * A compact binary form of stored messages (commits), so that a reader can hand batches of them
+ * to an audit running on another thread with one transferred ArrayBuffer (no per-message
+ * structured clone); the commit payload travels as stored, so the worker hashes the same bytes. Also the parsing of docket's two append headers from a raw NATS header block, shared
  * by the reader and the unpacker. Pure.
  *
  * Layout per message, little endian: seq f64, stored time ms f64, subject length u32, header

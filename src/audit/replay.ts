@@ -1,15 +1,16 @@
 /**
- * Pure replays over recorded messages: one job's timeline with its run and retry chain, and a
+ * Pure replays over recorded commits: one job's timeline with its run and retry chain, and a
  * queue as it stood at a point of the log (folded into the same JobStore, QueueOrder and
  * Progress a node keeps, with the clock set to the point's time), and the difference of two
- * points. Reading the messages is the caller's (src/store/read-log.ts); the chain walk takes a
- * loader so that it stays free of I/O.
+ * points. A point is an event position (commit sequence, index in the commit). Reading the
+ * commits is the caller's (src/store/read-log.ts); the chain walk takes a loader so that it
+ * stays free of I/O.
  */
-import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState, type RunContext, type RunStatus } from '../../machines/index.js';
+import { commitSeqOf, evolveJob, indexOf, INITIAL_JOB_STATE, positionOf, type JobEvent, type JobState, type Position, type RunContext, type RunStatus } from '../../machines/index.js';
 import { Progress, type QueueProgress, type StatusCounts } from '../projections/progress.js';
 import { QueueOrder, orderKeyOf, type OrderKey } from '../projections/queue-order.js';
 import { JobStore, type JobRecord } from '../store/job-store.js';
-import { decodeMessage, type DecodedMessage } from './decode.js';
+import { decodeStoredCommit, type DecodedCommit, type DecodedEvent } from './decode.js';
 import type { RecordedMessage } from './types.js';
 
 function iso(ms: number): string {
@@ -25,7 +26,10 @@ export interface StateView {
 }
 
 export interface TimelineEntry {
+  /** Stream sequence of the commit holding the event. */
   readonly seq: number;
+  /** The event's index in its commit; null for a commit that could not be read at all. */
+  readonly index: number | null;
   /** When the server stored the event. */
   readonly stored_at: string;
   /** The event's own time (the deciding node's clock). */
@@ -37,7 +41,7 @@ export interface TimelineEntry {
   readonly before: StateView;
   readonly after: StateView;
   readonly data: unknown;
-  /** Set for an undecodable message. */
+  /** Set for an undecodable event (or commit). */
   readonly problem?: string;
 }
 
@@ -51,6 +55,7 @@ export type RunView = Omit<RunContext, 'artifacts'> & {
 export interface JobTimeline {
   readonly job_id: string;
   readonly queue: string;
+  /** The subject of the job's partition (`docket.log.q.<queue>`). */
   readonly subject: string;
   readonly status: string;
   readonly attempt: number;
@@ -66,8 +71,9 @@ export interface JobTimeline {
   readonly params: unknown;
   readonly events: readonly TimelineEntry[];
   readonly run: RunView | null;
-  /** Stream sequence of job.submitted (the last part of the order key). */
+  /** Where job.submitted is (the last part of the order key): its commit's sequence and its index. */
   readonly submit_seq: number;
+  readonly submit_index: number;
   /** The final fold state (for explain and chains). */
   readonly state: JobState;
 }
@@ -101,54 +107,44 @@ function runView(state: JobState): RunView | null {
 }
 
 /**
- * Folds one job's messages (its subject, in stream order) into its timeline; null when none of
- * them is a job event. Messages of another subject than the first job event's are ignored.
+ * Folds one job's events from `messages` (commits in stream order; events of other aggregates
+ * are skipped) into its timeline; null when none of them is an event of `jobId`. Commits of its
+ * partition that cannot be read at all are shown too: they may have held its events.
  */
-export function jobTimeline(messages: Iterable<RecordedMessage>): JobTimeline | null {
+export function jobTimeline(messages: Iterable<RecordedMessage>, jobId: string): JobTimeline | null {
   let state = INITIAL_JOB_STATE;
   let subject: string | null = null;
   let queue = '';
-  let jobId = '';
-  let submitSeq = 0;
+  let submitAt: Position = 0;
   const events: TimelineEntry[] = [];
+  const problem = (m: RecordedMessage, index: number | null, reason: string): void => {
+    const now = stateView(state);
+    events.push({ seq: m.seq, index, stored_at: iso(m.time), time: '', type: 'undecodable', event_id: null, accepted: false, before: now, after: now, data: null, problem: reason });
+  };
   for (const m of messages) {
     if (subject !== null && m.subject !== subject) continue;
-    const decoded = decodeMessage(m);
-    const before = stateView(state);
-    if (decoded.kind !== 'job') {
-      if (subject === null) continue;
-      events.push({
-        seq: m.seq,
-        stored_at: iso(m.time),
-        time: '',
-        type: 'undecodable',
-        event_id: null,
-        accepted: false,
-        before,
-        after: before,
-        data: null,
-        problem: decoded.kind === 'undecodable' ? decoded.reason : 'not a job event',
-      });
+    const decoded = decodeStoredCommit(m);
+    if (!decoded.ok) {
+      if (subject !== null) problem(m, null, `commit: ${decoded.reason}`);
       continue;
     }
-    subject ??= m.subject;
-    queue = decoded.queue;
-    jobId = decoded.jobId;
-    const event = decoded.event;
-    const next = evolveJob(state, event);
-    if (next !== null && event.type === 'job.submitted') submitSeq = m.seq;
-    if (next !== null) state = next;
-    events.push({
-      seq: m.seq,
-      stored_at: iso(m.time),
-      time: event.time,
-      type: event.type,
-      event_id: event.id,
-      accepted: next !== null,
-      before,
-      after: stateView(state),
-      data: event.data,
-    });
+    const evs = decoded.events;
+    for (let i = 0; i < evs.length; i++) {
+      const d = evs[i]!;
+      if (d.kind === 'undecodable') {
+        if (d.aggregate === `job:${jobId}`) problem(m, i, d.reason);
+        continue;
+      }
+      if (d.kind !== 'job' || d.jobId !== jobId) continue;
+      subject ??= m.subject;
+      queue = d.queue;
+      const event = d.event;
+      const before = stateView(state);
+      const next = evolveJob(state, event);
+      if (next !== null && event.type === 'job.submitted') submitAt = positionOf(m.seq, i);
+      if (next !== null) state = next;
+      events.push({ seq: m.seq, index: i, stored_at: iso(m.time), time: event.time, type: event.type, event_id: event.id, accepted: next !== null, before, after: stateView(state), data: event.data });
+    }
   }
   if (subject === null) return null;
   const c = state.job.context;
@@ -170,7 +166,8 @@ export function jobTimeline(messages: Iterable<RecordedMessage>): JobTimeline | 
     params: c.params,
     events,
     run: runView(state),
-    submit_seq: submitSeq,
+    submit_seq: commitSeqOf(submitAt),
+    submit_index: indexOf(submitAt),
     state,
   };
 }
@@ -187,6 +184,7 @@ export interface ChainLink {
   readonly error: string | null;
   readonly run_id: string | null;
   readonly submit_seq: number;
+  readonly submit_index: number;
 }
 
 export interface JobReplay {
@@ -211,10 +209,14 @@ function chainLink(t: JobTimeline): ChainLink {
     error: t.run?.error?.message ?? null,
     run_id: t.run?.run_id ?? null,
     submit_seq: t.submit_seq,
+    submit_index: t.submit_index,
   };
 }
 
-/** Loads the messages of one job (any queue), in stream order. */
+/**
+ * Loads the commits that hold one job's events (any queue), in stream order. They may hold
+ * other events too: the timeline takes the job's own.
+ */
 export type JobLoader = (jobId: string) => Promise<readonly RecordedMessage[]>;
 
 /** Caps a chain walk: a tampered log could make retry_of loop through ids. */
@@ -231,13 +233,13 @@ export async function replayJob(
   load: JobLoader,
   retryIdOf: (failedJobId: string, failedAttempt: number) => string,
 ): Promise<JobReplay | null> {
-  const job = jobTimeline(await load(jobId));
+  const job = jobTimeline(await load(jobId), jobId);
   if (job === null) return null;
   const seen = new Set<string>([job.job_id]);
   const back: JobTimeline[] = [];
   for (let id = job.retry_of; id !== null && !seen.has(id) && back.length < MAX_CHAIN; ) {
     seen.add(id);
-    const t = jobTimeline(await load(id));
+    const t = jobTimeline(await load(id), id);
     if (t === null) break;
     back.unshift(t);
     id = t.retry_of;
@@ -247,7 +249,7 @@ export async function replayJob(
     const id = retryIdOf(current.job_id, current.attempt);
     if (seen.has(id)) break;
     seen.add(id);
-    const t = jobTimeline(await load(id));
+    const t = jobTimeline(await load(id), id);
     if (t === null || t.retry_of !== current.job_id) break;
     forward.push(t);
     current = t;
@@ -266,8 +268,11 @@ export async function replayJob(
 export interface ReadyJobView {
   readonly job_id: string;
   readonly priority: number;
+  /** The order key's position: the moved-to position, else the job.submitted event's position. */
   readonly position: number;
+  /** Where job.submitted is: its commit's sequence and its index (the order key's last part). */
   readonly seq: number;
+  readonly index: number;
   readonly run_at: string;
   readonly attempt: number;
 }
@@ -291,21 +296,23 @@ export interface RunningRunView {
 
 export interface QueueView {
   readonly queue: string;
-  /** The last stream sequence folded (the point). */
+  /** The point: the commit sequence folded up to. */
   readonly seq: number;
+  /** The last event folded of that commit; null for the whole commit. */
+  readonly index: number | null;
   /** The clock of the point: which delayed jobs had come due. */
   readonly at: string;
   readonly ready: readonly ReadyJobView[];
   readonly delayed: readonly DelayedJobView[];
   readonly running: readonly RunningRunView[];
   readonly progress: QueueProgress;
-  /** Events the machines refused, and messages that were not job events: run `docket audit`. */
+  /** Events the machines refused, and events (or commits) that could not be read: run `docket audit`. */
   readonly refused: number;
   readonly undecodable: number;
 }
 
 /**
- * The node's own projections, folded from a queue's messages. `view()` reads them with the clock
+ * The node's own projections, folded from a queue's commits. `view()` reads them with the clock
  * at `atMs` (settable, so that one fold can be viewed at several times).
  */
 export class QueueReplay {
@@ -313,34 +320,59 @@ export class QueueReplay {
   readonly order: QueueOrder;
   readonly progress = new Progress();
   atMs: number;
+  /** The last commit sequence seen of the queue's partition. */
   seq = 0;
+  /** The last event position folded (or skipped); -1 before the first. */
+  position: Position = -1;
   undecodable = 0;
+  private readonly subject: string;
 
   constructor(
     readonly queue: string,
     atMs: number,
   ) {
     this.atMs = atMs;
+    this.subject = `docket.log.q.${queue}`;
     this.order = new QueueOrder(() => this.atMs, (jobId) => this.store.get(jobId));
     this.store.onChange(this.order.apply);
     this.store.onChange(this.progress.apply);
   }
 
-  /** Folds one message (messages of other queues are ignored). Returns the decoded job event, if any. */
-  push(message: RecordedMessage): JobEvent | null {
-    return this.pushDecoded(message, decodeMessage(message));
+  /** Whether a commit is of this queue's partition (others are ignored). */
+  holds(message: RecordedMessage): boolean {
+    return message.subject === this.subject;
   }
 
-  /** `push` for a caller that decoded the message already (explain looks before it folds). */
-  pushDecoded(message: RecordedMessage, decoded: DecodedMessage): JobEvent | null {
-    if (message.seq <= this.seq) return null;
+  /** Folds one commit (commits of other partitions are ignored). */
+  push(message: RecordedMessage): void {
+    if (!this.holds(message) || message.seq <= this.seq) return;
+    this.pushDecoded(message, decodeStoredCommit(message));
+  }
+
+  /** `push` for a caller that decoded the commit already (explain looks before it folds). */
+  pushDecoded(message: RecordedMessage, decoded: DecodedCommit): void {
+    if (!this.holds(message) || message.seq <= this.seq) return;
+    if (!decoded.ok) {
+      this.seq = message.seq;
+      this.undecodable += 1;
+      return;
+    }
+    const events = decoded.events;
+    for (let i = 0; i < events.length; i++) this.pushEvent(positionOf(message.seq, i), events[i]!);
     this.seq = message.seq;
+  }
+
+  /** Folds one event of the queue's partition at `position` (at most once). Returns the job event folded, if any. */
+  pushEvent(position: Position, decoded: DecodedEvent): JobEvent | null {
+    if (position <= this.position) return null;
+    this.position = position;
+    this.seq = commitSeqOf(position);
     if (decoded.kind !== 'job') {
       if (decoded.kind === 'undecodable') this.undecodable += 1;
       return null;
     }
     if (decoded.queue !== this.queue) return null;
-    this.store.apply({ seq: message.seq, subject: message.subject, queue: decoded.queue, jobId: decoded.jobId, event: decoded.event });
+    this.store.apply({ seq: position, queue: decoded.queue, jobId: decoded.jobId, event: decoded.event });
     return decoded.event;
   }
 
@@ -362,7 +394,7 @@ export class QueueReplay {
       const record = this.store.get(jobId)!;
       const key = orderKeyOf(record);
       const c = record.state.job.context;
-      ready.push({ job_id: jobId, priority: key.priority, position: key.position, seq: key.seq, run_at: c.run_at, attempt: c.attempt });
+      ready.push({ job_id: jobId, priority: key.priority, position: key.position, seq: commitSeqOf(key.seq), index: indexOf(key.seq), run_at: c.run_at, attempt: c.attempt });
     }
     const delayed = snapshot.delayed.map((d) => ({ job_id: d.jobId, run_at: iso(d.runAtMs) }));
     const running: RunningRunView[] = [];
@@ -388,6 +420,7 @@ export class QueueReplay {
     return {
       queue: this.queue,
       seq: this.seq,
+      index: null,
       at: iso(this.atMs),
       ready,
       delayed,
@@ -399,7 +432,7 @@ export class QueueReplay {
   }
 }
 
-/** The queue as it stood after `messages` (stream order, up to the point), with the clock at `atMs`. */
+/** The queue as it stood after `messages` (commits in stream order, up to the point), with the clock at `atMs`. */
 export function queueAt(queue: string, messages: Iterable<RecordedMessage>, atMs: number): QueueView {
   return new QueueReplay(queue, atMs).pushAll(messages).view();
 }
@@ -409,8 +442,8 @@ export function queueAt(queue: string, messages: Iterable<RecordedMessage>, atMs
 
 export interface QueueDiff {
   readonly queue: string;
-  readonly from: { readonly seq: number; readonly at: string };
-  readonly to: { readonly seq: number; readonly at: string };
+  readonly from: { readonly seq: number; readonly index: number | null; readonly at: string };
+  readonly to: { readonly seq: number; readonly index: number | null; readonly at: string };
   readonly ready: {
     readonly added: readonly string[];
     readonly removed: readonly string[];
@@ -452,8 +485,8 @@ export function diffQueueViews(a: QueueView, b: QueueView): QueueDiff {
   }
   return {
     queue: b.queue,
-    from: { seq: a.seq, at: a.at },
-    to: { seq: b.seq, at: b.at },
+    from: { seq: a.seq, index: a.index, at: a.at },
+    to: { seq: b.seq, index: b.index, at: b.at },
     ready: { added: added(readyA, readyB), removed: added(readyB, readyA), moved },
     delayed: { added: added(delayedA, delayedB), removed: added(delayedB, delayedA) },
     running: { started: added(runA, runB), ended: added(runB, runA) },

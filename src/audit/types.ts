@@ -1,41 +1,58 @@
 /**
  * The audit's vocabulary: the rules a log must obey and the violations reported against them.
  * Pure types and constants; the readers in src/store produce the messages these describe.
+ *
+ * Log v2: one stored message of DOCKET is one commit (an ordered list of events of one
+ * partition). Rules about the chain of commits are checked per commit; rules about aggregates
+ * per event, and every violation names where it is: the commit's stream sequence and, for an
+ * event, its index in the commit.
  */
 
-/** One stored message of DOCKET as the audit and the replays read it (src/store/read-log.ts). */
+/** One stored message of DOCKET (one commit) as the audit and the replays read it (src/store/read-log.ts). */
 export interface RecordedMessage {
-  /** Stream sequence: the event's position in the log. */
+  /** Stream sequence of the commit: the first half of each of its events' positions. */
   readonly seq: number;
+  /** `docket.log.<partition>`. */
   readonly subject: string;
   /** When the server stored it, ms since the epoch. */
   readonly time: number;
-  /** The stored `Nats-Msg-Id` header; null when the append carried none. */
+  /** The stored `Nats-Msg-Id` header (the commit id); null when the append carried none. */
   readonly msgId: string | null;
   /** The stored `Nats-Expected-Last-Subject-Sequence` header; null when the append was unguarded. */
   readonly expectedLastSubjectSeq: number | null;
+  /** The commit payload as stored: the bytes the next commit's `prev_hash` is the SHA-256 of. */
   readonly data: Uint8Array;
+}
+
+/** Where an event is: its commit's stream sequence and its index in the commit (null: the commit itself). */
+export interface EventRef {
+  readonly seq: number;
+  readonly index: number | null;
 }
 
 /**
  * The rules. Each violation names exactly one; a refused event is reported under the most
  * specific rule that explains the refusal (a completion by another run is `stale_run`, not
- * `illegal_transition`), and an event can break several rules at once (an unguarded, illegal
- * append is reported twice).
+ * `illegal_transition`), and a commit or event can break several rules at once (a commit
+ * stored after a deleted one breaks both the sequence and the hash chain).
  */
 export const AuditRules = {
-  /** Not a docket envelope: not JSON, no id/type/time/data, an unknown job event type, or data of the wrong shape. */
+  /** Not a docket commit (not JSON, not v2, no id, partition, writer, prev_hash or events), or an event that is not an envelope: no id/type/time/aggregate/data/meta, an unknown job event type, or data of the wrong shape. */
   Undecodable: 'undecodable',
-  /** The envelope disagrees with where it is stored: queue or job id vs the subject, event id vs `Nats-Msg-Id`. */
+  /** The commit or event disagrees with where it is stored: the commit's partition vs its subject, its id vs `Nats-Msg-Id`, an event's queue or kind vs the partition, job.submitted's job_id vs its aggregate. */
   EnvelopeMismatch: 'envelope_mismatch',
   /** The machines refuse the event in the state its aggregate had reached. */
   IllegalTransition: 'illegal_transition',
-  /** The append carried no `Nats-Expected-Last-Subject-Sequence` (or no `Nats-Msg-Id`): nothing guarded it. */
+  /** The commit carried no `Nats-Expected-Last-Subject-Sequence` (or no `Nats-Msg-Id`): nothing guarded its place in the partition. */
   UnguardedAppend: 'unguarded_append',
-  /** The event expected a previous event on its subject that the stream does not hold there. */
+  /** The commit expected a previous commit of its partition that the stream does not hold there: a commit is missing. */
   SequenceGap: 'sequence_gap',
-  /** The event expected an earlier previous event than the one the subject holds: it was appended out of order. */
+  /** The commit expected an earlier previous commit than the one the partition holds: a commit came between (appended out of order, or inserted). */
   SequenceReorder: 'sequence_reorder',
+  /** The commit's `prev_hash` is not the SHA-256 of the partition's previous commit as stored (null for the first): a commit was edited, inserted or deleted. */
+  HashChain: 'hash_chain',
+  /** The commit's writer epoch is lower than the partition's previous commit's: a deposed writer's commit. */
+  WriterEpoch: 'writer_epoch',
   /** A claim while the job's run was still open. */
   TwoOpenRuns: 'two_open_runs',
   /** A completion (or artifact) naming a run that does not hold the job: fencing. */
@@ -52,21 +69,24 @@ export type AuditRule = (typeof AuditRules)[keyof typeof AuditRules];
 export const AUDIT_RULES: readonly AuditRule[] = Object.values(AuditRules);
 
 export interface Violation {
-  /** Stream sequence of the offending event. */
+  /** Stream sequence of the offending commit. */
   readonly seq: number;
+  /** Index of the offending event in its commit; null when the commit itself breaks the rule. */
+  readonly index: number | null;
+  /** The commit's subject (`docket.log.<partition>`). */
   readonly subject: string;
-  /** `job:<job_id>` for job subjects, `<kind>:<id>` for the others, the subject when unknown. */
+  /** `job:<job_id>`, `<kind>:<id>` for other aggregates, `partition:<name>` for a commit's own rules. */
   readonly aggregate: string;
   readonly rule: AuditRule;
   readonly message: string;
-  /** Stream sequences of the events involved, the offending one last. */
-  readonly events: readonly number[];
+  /** The events (or commits, index null) involved, the offending one last. */
+  readonly events: readonly EventRef[];
 }
 
 export interface AuditOptions {
-  /** Report only violations at or after this sequence (the fold still starts at the beginning). */
+  /** Report only violations in commits at or after this stream sequence (the fold still starts at the beginning). */
   readonly fromSeq?: number;
-  /** Report only violations at or before this sequence. */
+  /** Report only violations in commits at or before this stream sequence. */
   readonly toSeq?: number;
   /**
    * Keep at most this many violations in the report; the counts per rule stay exact.
@@ -77,18 +97,22 @@ export interface AuditOptions {
 
 export interface AuditReport {
   readonly ok: boolean;
-  /** Messages read. */
+  /** Stored messages (commits) read. */
   readonly messages: number;
+  /** Events in them (decodable or not). */
+  readonly events: number;
   /** Job events folded through the machines (accepted or refused). */
   readonly jobEvents: number;
-  /** Events on subjects whose machines the audit does not know yet (schedules, reservations, groups): only their sequence is checked. */
+  /** Events of aggregates whose machines the audit does not know yet (queues, schedules, reservations, groups): their commits' chain is checked, not their transitions. */
   readonly otherEvents: number;
   readonly jobs: number;
+  /** Partitions seen. */
+  readonly partitions: number;
   readonly firstSeq: number | null;
   readonly lastSeq: number | null;
   readonly violationCount: number;
   readonly byRule: Readonly<Record<AuditRule, number>>;
-  /** The first `maxViolations` violations, in stream order. */
+  /** The first `maxViolations` violations, in log order. */
   readonly violations: readonly Violation[];
   readonly truncated: boolean;
 }

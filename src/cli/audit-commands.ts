@@ -1,21 +1,26 @@
 /**
  * The log commands: `replay --job`, `replay --queue --at [--diff]`, `audit`, `explain`, `export`.
- * They read DOCKET directly (src/store/read-log.ts) and need no docket node, only NATS. Tables
+ * They read DOCKET's commits directly (src/store/read-log.ts) and unpack their events
+ * (src/audit/decode.ts); they need no docket node, only NATS. A place in the log is a position:
+ * a commit's stream sequence and an event's index in it, printed `seq:index`. Tables
  * for people, one JSON document with `--json` (JSON lines for `export`), and a progress bar with
  * rate and ETA on stderr when stderr is a terminal.
  *
  * Exit codes: 0 done; 1 when `audit` finds any violation, and for errors (as every command).
  */
-import { availableParallelism, loadavg } from 'node:os';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Command } from 'commander';
+import { POSITION_SPAN, positionOf, type Position } from '../../machines/index.js';
 import {
+  decodeStoredCommit,
   diffQueueViews,
   Explainer,
   QueueReplay,
   replayJob,
-  toExportLine,
+  toExportLines,
   type AuditReport,
+  type EventRef,
+  type JobLoader,
   type JobReplay,
   type QueueDiff,
   type QueueView,
@@ -24,10 +29,10 @@ import {
 import { InvalidRequestError, NotFoundError, UnavailableError } from '../errors.js';
 import { retryJobId } from '../ids.js';
 import { connectNats, DEFAULT_NATS_URL } from '../nats/connection.js';
-import { isIdToken, isQueueName, subjects } from '../nats/subjects.js';
+import { isIdToken, isQueueName } from '../nats/subjects.js';
 import { PackWriter } from '../audit/packed.js';
 import { startPackedAudit, type PackedAudit } from '../audit/threaded.js';
-import { endSeqAt, lastSeq, readLogBatches, readLogPacked, resolveBounds, storedTimeOf, type LogBounds, type ReadLogOptions } from '../store/read-log.js';
+import { endSeqAt, lastSeq, logFilter, readLogBatches, readLogPacked, resolveBounds, storedTimeOf, type LogBounds, type ReadLogOptions } from '../store/read-log.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
 import { parseIsoTime, parsePositiveInteger, serverFrom } from './options.js';
 import { recordTable, table, writeErr, writeJson, writeOut } from './render.js';
@@ -156,24 +161,46 @@ function parseSeq(value: string | undefined, name: string): number | undefined {
   return value === undefined ? undefined : parsePositiveInteger(value, name);
 }
 
-/** `--at` / `--diff`: a stream sequence, or an ISO-8601 time. */
-type Point = { readonly seq: number } | { readonly time: number };
+/** `--at` / `--diff`: a commit's stream sequence (the whole commit), a position `seq:index`, or an ISO-8601 time. */
+type Point = { readonly seq: number; readonly index: number | null } | { readonly time: number };
 
 function parsePoint(value: string, name: string): Point {
   const v = value.trim();
-  if (/^\d+$/.test(v)) return { seq: Number(v) };
+  if (/^\d+$/.test(v)) return { seq: Number(v), index: null };
+  const at = /^(\d+):(\d+)$/.exec(v);
+  if (at) {
+    const index = Number(at[2]);
+    if (index >= POSITION_SPAN) throw new InvalidRequestError(`${name}: an index is below ${POSITION_SPAN}, got ${index}`);
+    return { seq: Number(at[1]), index };
+  }
   return { time: Date.parse(parseIsoTime(v, name)) };
 }
 
-/** A point as the last sequence folded and the clock of the view. */
-async function resolvePoint(nc: NatsConnection, point: Point): Promise<{ seq: number; atMs: number }> {
-  if ('time' in point) return { seq: await endSeqAt(nc, point.time), atMs: point.time };
+/** A point as the last position folded, its commit and index, and the clock of the view. */
+interface ResolvedPoint {
+  readonly position: Position;
+  readonly seq: number;
+  readonly index: number | null;
+  readonly atMs: number;
+}
+
+/** The last position of commit `seq`: every event of it. */
+function endOf(seq: number): Position {
+  return positionOf(seq, POSITION_SPAN - 1);
+}
+
+async function resolvePoint(nc: NatsConnection, point: Point): Promise<ResolvedPoint> {
+  if ('time' in point) {
+    const seq = await endSeqAt(nc, point.time);
+    return { position: endOf(seq), seq, index: null, atMs: point.time };
+  }
   const last = await lastSeq(nc);
   const seq = Math.min(point.seq, last);
+  const index = seq === point.seq ? point.index : null;
   const stored = seq > 0 ? await storedTimeOf(nc, seq) : null;
-  // A sequence whose message is gone (or beyond the log) is viewed at the time of the last one before it.
+  // A sequence whose commit is gone (or beyond the log) is viewed at the time of the last one before it.
   const atMs = stored ?? (seq > 0 ? ((await storedTimeOf(nc, await endSeqAtOrBefore(nc, seq))) ?? 0) : 0);
-  return { seq, atMs };
+  return { position: index === null ? endOf(seq) : positionOf(seq, index), seq, index, atMs };
 }
 
 async function endSeqAtOrBefore(nc: NatsConnection, seq: number): Promise<number> {
@@ -181,13 +208,83 @@ async function endSeqAtOrBefore(nc: NatsConnection, seq: number): Promise<number
   return 0;
 }
 
-function loaderFor(nc: NatsConnection) {
+function bytesOf(data: Uint8Array): Buffer {
+  return data instanceof Buffer ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+}
+
+/** `"retry_of":"`: a job.submitted that names the job it retries (null is written without a quote). */
+const RETRY_NEEDLE = Buffer.from('"retry_of":"');
+
+/**
+ * The loader of `replay --job` and `explain`. The log has no subject per job (a commit holds many
+ * jobs' events), so the first load reads the log once: it keeps the commits that mention the job
+ * and, from every retry's job.submitted, the link to the job it retries; those links give the
+ * whole retry chain, whose other members are then read from the job's partition only. Commits
+ * are parsed only when their bytes mention the job or a retry. Every job of the chain is then
+ * answered from memory; any other id has no events in the chain (an empty answer).
+ */
+export function createJobLoader(nc: NatsConnection): JobLoader {
+  let chain: Promise<{ ids: Set<string>; commits: RecordedMessage[] }> | null = null;
+  const find = async (jobId: string) => {
+    const links = new Map<string, string>(); // retry -> the job it retries
+    let queue: string | null = null;
+    const own: RecordedMessage[] = [];
+    const needle = Buffer.from(jobId);
+    for await (const batch of readLogBatches(nc, {})) {
+      for (const m of batch) {
+        const bytes = bytesOf(m.data);
+        const mentions = bytes.includes(needle);
+        if (!mentions && !bytes.includes(RETRY_NEEDLE)) continue;
+        const decoded = decodeStoredCommit(m);
+        if (!decoded.ok) continue;
+        let holds = false;
+        for (const d of decoded.events) {
+          if (d.kind !== 'job') continue;
+          if (d.jobId === jobId) {
+            holds = true;
+            queue = d.queue;
+          }
+          if (d.event.type === 'job.submitted' && d.event.data.retry_of !== null) links.set(d.jobId, d.event.data.retry_of);
+        }
+        if (holds) own.push(m);
+      }
+    }
+    const ids = new Set<string>([jobId]);
+    if (queue === null) return { ids, commits: own };
+    // The chain both ways: back through retry_of, forward through the retries naming a member.
+    for (let id = links.get(jobId); id !== undefined && !ids.has(id); id = links.get(id)) ids.add(id);
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const [retry, of] of links) {
+        if (ids.has(of) && !ids.has(retry)) {
+          ids.add(retry);
+          grew = true;
+        }
+      }
+    }
+    if (ids.size === 1) return { ids, commits: own };
+    const needles = [...ids].map((id) => Buffer.from(id));
+    const commits: RecordedMessage[] = [];
+    // A retry stays in its queue: the rest of the chain is in the same partition.
+    for await (const batch of readLogBatches(nc, { filter: logFilter(queue) })) {
+      for (const m of batch) {
+        const bytes = bytesOf(m.data);
+        if (needles.some((id) => bytes.includes(id))) commits.push(m);
+      }
+    }
+    return { ids, commits };
+  };
   return async (jobId: string): Promise<RecordedMessage[]> => {
     if (!isIdToken(jobId)) return [];
-    const messages: RecordedMessage[] = [];
-    for await (const batch of readLogBatches(nc, { filter: `docket.evt.job.*.${jobId}` })) messages.push(...batch);
-    return messages;
+    chain ??= find(jobId);
+    const { ids, commits } = await chain;
+    return ids.has(jobId) ? commits : [];
   };
+}
+
+/** `seq:index` of an event, `seq` of a commit. */
+function place(ref: EventRef): string {
+  return ref.index === null ? String(ref.seq) : `${ref.seq}:${ref.index}`;
 }
 
 function n(value: number): string {
@@ -221,7 +318,7 @@ function printJobReplay(replay: JobReplay): void {
       ['retry of', replay.retry_of],
       ['retried by', replay.retried_by],
       ['priority', j.priority],
-      ['position', j.position ?? `(submit seq ${j.submit_seq})`],
+      ['position', j.position ?? `(the submit's position, ${j.submit_seq}:${j.submit_index})`],
       ['key', j.key],
       ['created', j.created_at],
       ['run at', j.run_at],
@@ -230,9 +327,9 @@ function printJobReplay(replay: JobReplay): void {
   );
   writeOut(
     table(
-      ['seq', 'stored at', 'event time', 'event', 'job', 'run', 'note'],
+      ['at', 'stored at', 'event time', 'event', 'job', 'run', 'note'],
       j.events.map((e) => [
-        e.seq,
+        place(e),
         e.stored_at,
         e.time,
         e.type,
@@ -277,11 +374,11 @@ function printJobReplay(replay: JobReplay): void {
 }
 
 function printQueueView(view: QueueView, limit: number): void {
-  writeOut(`queue ${view.queue} at seq ${view.seq} (${view.at})`);
+  writeOut(`queue ${view.queue} at ${place(view)} (${view.at})`);
   const shown = view.ready.slice(0, limit);
   writeOut(`ready: ${view.ready.length}`);
   if (shown.length > 0) {
-    writeOut(table(['#', 'job', 'priority', 'position', 'seq', 'run at', 'attempt'], shown.map((r, i) => [i, r.job_id, r.priority, r.position, r.seq, r.run_at, r.attempt])));
+    writeOut(table(['#', 'job', 'priority', 'position', 'submitted at', 'run at', 'attempt'], shown.map((r, i) => [i, r.job_id, r.priority, r.position, place(r), r.run_at, r.attempt])));
     if (view.ready.length > limit) writeOut(`... and ${view.ready.length - limit} more (--limit)`);
   }
   writeOut(`delayed: ${view.delayed.length}`);
@@ -305,7 +402,7 @@ function printQueueView(view: QueueView, limit: number): void {
 }
 
 function printDiff(d: QueueDiff, limit: number): void {
-  writeOut(`queue ${d.queue}: seq ${d.from.seq} (${d.from.at}) -> seq ${d.to.seq} (${d.to.at})`);
+  writeOut(`queue ${d.queue}: ${place(d.from)} (${d.from.at}) -> ${place(d.to)} (${d.to.at})`);
   const list = (ids: readonly string[]) => (ids.length === 0 ? '-' : ids.length > limit ? `${ids.slice(0, limit).join(', ')} ... (+${ids.length - limit})` : ids.join(', '));
   writeOut(
     recordTable([
@@ -328,7 +425,7 @@ async function replayAction(flags: ReplayFlags): Promise<void> {
     if (flags.queue !== undefined || flags.at !== undefined) throw new InvalidRequestError('give --job, or --queue with --at, not both');
     const jobId = flags.job;
     if (!isIdToken(jobId)) throw new InvalidRequestError(`--job must be a job id ([A-Za-z0-9_-]{1,128}), got ${JSON.stringify(jobId)}`);
-    const replay = await withNats(flags, (nc) => replayJob(jobId, loaderFor(nc), retryJobId));
+    const replay = await withNats(flags, (nc) => replayJob(jobId, createJobLoader(nc), retryJobId));
     if (replay === null) throw new NotFoundError(`no events for job ${jobId}`);
     if (flags.json) writeJson({ ok: true, ...jobReplayJson(replay) });
     else printJobReplay(replay);
@@ -341,22 +438,33 @@ async function replayAction(flags: ReplayFlags): Promise<void> {
   const { views, diff } = await withNats(flags, async (nc) => {
     const a = await resolvePoint(nc, at);
     const b = other === undefined ? undefined : await resolvePoint(nc, other);
-    const points = b === undefined ? [a] : [a, b].sort((x, y) => x.seq - y.seq);
+    const points = b === undefined ? [a] : [a, b].sort((x, y) => x.position - y.position);
     const replay = new QueueReplay(queue, points[0]!.atMs);
     const captured = new Map<(typeof points)[number], QueueView>();
-    const capture = (upTo: number): void => {
+    /** Views every point at or before `upTo` not viewed yet: called before folding the event after it. */
+    const capture = (upTo: Position): void => {
       for (const p of points) {
-        if (captured.has(p) || p.seq > upTo) continue;
+        if (captured.has(p) || p.position > upTo) continue;
         replay.atMs = p.atMs;
-        captured.set(p, { ...replay.view(), seq: p.seq });
+        captured.set(p, { ...replay.view(), seq: p.seq, index: p.index });
       }
     };
     const end = points[points.length - 1]!.seq;
     if (end > 0) {
-      await readWithProgress(nc, 'replay', { filter: subjects.jobs(queue), toSeq: end }, (batch) => {
+      await readWithProgress(nc, 'replay', { filter: logFilter(queue), toSeq: end }, (batch) => {
         for (const m of batch) {
-          capture(m.seq - 1);
-          replay.push(m);
+          const decoded = decodeStoredCommit(m);
+          if (!decoded.ok) {
+            capture(positionOf(m.seq, 0) - 1);
+            replay.pushDecoded(m, decoded);
+            continue;
+          }
+          const events = decoded.events;
+          for (let i = 0; i < events.length; i++) {
+            const position = positionOf(m.seq, i);
+            capture(position - 1);
+            replay.pushEvent(position, events[i]!);
+          }
         }
       });
     }
@@ -397,15 +505,17 @@ function parseThread(value: string | undefined): boolean | 'auto' {
 
 export interface AuditLogOptions {
   readonly queue?: string;
-  /** Report violations from this sequence on (the fold always starts at the beginning). */
+  /** Report violations in commits from this stream sequence on (the fold always starts at the beginning). */
   readonly fromSeq?: number;
   readonly toSeq?: number;
   /** @defaultValue 1000 */
   readonly maxViolations?: number;
   /**
-   * Audit on a worker thread beside the reader. `auto` does so for logs of at least 20,000
-   * events (a thread costs ~0.3 s to start) when a core is idle (the 1-minute load average is at
-   * least one below the cores): without one, a second thread only adds its own overhead.
+   * Audit on a worker thread beside the reader. `auto` audits inline: with log v2 reading is
+   * cheap (one stored message per commit: ~0.4-1.2 µs of CPU per event) and the audit is not
+   * (~4.4 µs), so a second thread overlaps little and adds the copy into packed batches; measured
+   * on 2 loaded cores (bench/audit-bench.ts, 100,000 and 300,000 events): inline 235-269k
+   * events/s, on a thread 137-216k.
    * @defaultValue 'auto'
    */
   readonly thread?: boolean | 'auto';
@@ -414,15 +524,13 @@ export interface AuditLogOptions {
   readonly onProgress?: (seq: number) => void;
 }
 
-/** Audits of fewer events than this run inline: starting a thread would cost more than it saves. */
-const THREAD_MIN_EVENTS = 20_000;
-
 /**
- * Reads DOCKET (or one queue) from the beginning and audits it: the reader packs messages into
- * batches and an audit on a worker thread folds them, so reading and auditing overlap.
+ * Reads DOCKET (or one queue) from the beginning and audits it: the reader packs commits into
+ * batches for the audit, inline or on a worker thread (`thread: true`), where reading and
+ * auditing overlap.
  */
 export async function auditLog(nc: NatsConnection, options: AuditLogOptions = {}): Promise<{ report: AuditReport; mode: PackedAudit['mode'] }> {
-  const filter = options.queue === undefined ? undefined : subjects.jobs(options.queue);
+  const filter = options.queue === undefined ? undefined : logFilter(options.queue);
   const readOptions: ReadLogOptions = { ...(filter === undefined ? {} : { filter }), ...(options.toSeq === undefined ? {} : { toSeq: options.toSeq }) };
   const bounds = await resolveBounds(nc, readOptions);
   const auditOptions = {
@@ -430,9 +538,7 @@ export async function auditLog(nc: NatsConnection, options: AuditLogOptions = {}
     ...(options.toSeq === undefined ? {} : { toSeq: options.toSeq }),
     maxViolations: options.maxViolations ?? 1000,
   };
-  const size = bounds === null ? 0 : bounds.toSeq - bounds.fromSeq + 1;
-  const idleCores = availableParallelism() - loadavg()[0]!;
-  const thread = options.thread === undefined || options.thread === 'auto' ? size >= THREAD_MIN_EVENTS && idleCores >= 1 : options.thread;
+  const thread = options.thread === true;
   const audit = await startPackedAudit({ ...auditOptions, thread });
   if (bounds !== null) {
     options.onBounds?.(bounds);
@@ -485,7 +591,7 @@ async function auditAction(flags: AuditFlags): Promise<void> {
     }
   });
   const ms = performance.now() - started;
-  const rate = ms > 0 ? Math.round((report.messages * 1000) / ms) : 0;
+  const rate = ms > 0 ? Math.round((report.events * 1000) / ms) : 0;
   setExitCode(report.ok ? 0 : 1);
   if (flags.json) {
     writeJson({ ...report, queue: queue ?? null, from: fromSeq ?? null, to: toSeq ?? null, ms: Math.round(ms), events_per_second: rate, mode });
@@ -493,13 +599,13 @@ async function auditAction(flags: AuditFlags): Promise<void> {
   }
   const range = report.firstSeq === null ? 'an empty log' : `seq ${report.firstSeq}..${report.lastSeq}`;
   writeOut(
-    `audited ${n(report.messages)} events (${range}${queue ? `, queue ${queue}` : ''}) of ${n(report.jobs)} jobs in ${(ms / 1000).toFixed(1)} s (${n(rate)} events/s): ` +
+    `audited ${n(report.events)} events in ${n(report.messages)} commits (${range}${queue ? `, queue ${queue}` : ''}) of ${n(report.jobs)} jobs in ${(ms / 1000).toFixed(1)} s (${n(rate)} events/s): ` +
       (report.ok ? 'no violations' : `${n(report.violationCount)} violation${report.violationCount === 1 ? '' : 's'}`),
   );
-  if (report.otherEvents > 0) writeOut(`${n(report.otherEvents)} events of schedules, reservations and groups: sequence checked only`);
+  if (report.otherEvents > 0) writeOut(`${n(report.otherEvents)} events of queues, schedules, reservations and groups: their commits' chain and partition checked, not their transitions`);
   if (report.ok) return;
   writeOut(table(['rule', 'count'], Object.entries(report.byRule).filter(([, c]) => c > 0)));
-  writeOut(table(['seq', 'rule', 'aggregate', 'events', 'message'], report.violations.map((v) => [v.seq, v.rule, v.aggregate, v.events.join(' '), v.message])));
+  writeOut(table(['at', 'rule', 'aggregate', 'events', 'message'], report.violations.map((v) => [place(v), v.rule, v.aggregate, v.events.map(place).join(' '), v.message])));
   if (report.truncated) writeOut(`... ${n(report.violationCount - report.violations.length)} more not listed (--max)`);
 }
 
@@ -510,11 +616,11 @@ async function explainAction(jobId: string, flags: CommonFlags): Promise<void> {
   toleratePipeClose();
   if (!isIdToken(jobId)) throw new InvalidRequestError(`job id must be [A-Za-z0-9_-]{1,128}, got ${JSON.stringify(jobId)}`);
   const explanation = await withNats(flags, async (nc) => {
-    const job = await replayJob(jobId, loaderFor(nc), retryJobId);
+    const job = await replayJob(jobId, createJobLoader(nc), retryJobId);
     if (job === null) throw new NotFoundError(`no events for job ${jobId}`);
     const explainer = new Explainer(job, Date.now());
     const stop = new AbortController();
-    await readWithProgress(nc, 'explain', { filter: subjects.jobs(job.job.queue), signal: stop.signal }, (batch) => {
+    await readWithProgress(nc, 'explain', { filter: logFilter(job.job.queue), signal: stop.signal }, (batch) => {
       for (const m of batch) {
         explainer.push(m);
         if (explainer.done) {
@@ -535,19 +641,24 @@ async function explainAction(jobId: string, flags: CommonFlags): Promise<void> {
       ['job', e.job_id],
       ['queue', e.queue],
       ['status', e.status],
-      ['order key', e.order_key ? `priority ${e.order_key.priority}, position ${e.order_key.position}, seq ${e.order_key.seq}` : null],
+      ['order key', e.order_key ? `priority ${e.order_key.priority}, position ${e.order_key.position}, submitted at ${place(e.order_key)}` : null],
       [e.claim ? 'place at claim' : 'place now', e.place === null ? 'not in the ready order' : `${e.place} of ${e.ready_count} ready`],
       ['created', e.delays.created_at],
       ['run at', e.delays.run_at],
       ['requested delay ms', e.delays.requested_delay_ms],
       ['ready at', e.delays.ready_at],
       ['waited ms', e.delays.waited_ms],
-      ['claim', e.claim ? `seq ${e.claim.seq} at ${e.claim.time}: run ${e.claim.run_id} by ${e.claim.worker} on ${e.claim.host} (pid ${e.claim.pid}, v${e.claim.version}, lease ${e.claim.lease_ms} ms)` : 'never claimed'],
+      ['claim', e.claim ? `${place(e.claim)} at ${e.claim.time}: run ${e.claim.run_id} by ${e.claim.worker} on ${e.claim.host} (pid ${e.claim.pid}, v${e.claim.version}, lease ${e.claim.lease_ms} ms)` : 'never claimed'],
     ]),
   );
   if (e.ahead.length > 0) {
     writeOut('stood ahead:');
-    writeOut(table(['job', 'priority', 'position', 'seq', 'then', 'at seq', 'worker'], e.ahead.map((a) => [a.job_id, a.priority, a.position, a.seq, a.fate, a.fate_seq, a.fate_worker])));
+    writeOut(
+      table(
+        ['job', 'priority', 'position', 'submitted at', 'then', 'at', 'worker'],
+        e.ahead.map((a) => [a.job_id, a.priority, a.position, place(a), a.fate, a.fate_seq === null ? null : place({ seq: a.fate_seq, index: a.fate_index }), a.fate_worker]),
+      ),
+    );
   }
   if (e.retries.length > 1) {
     writeOut('retries:');
@@ -585,7 +696,7 @@ async function exportAction(flags: ExportFlags): Promise<void> {
         nc,
         'export',
         {
-          ...(queue === undefined ? {} : { filter: subjects.jobs(queue) }),
+          ...(queue === undefined ? {} : { filter: logFilter(queue) }),
           ...(fromSeq === undefined ? {} : { fromSeq }),
           ...(toSeq === undefined ? {} : { toSeq }),
           signal: stop.signal,
@@ -593,7 +704,7 @@ async function exportAction(flags: ExportFlags): Promise<void> {
         async (batch) => {
           if (stop.signal.aborted) return;
           let chunk = '';
-          for (const m of batch) chunk += `${toExportLine(m)}\n`;
+          for (const m of batch) for (const line of toExportLines(m)) chunk += `${line}\n`;
           if (!process.stdout.write(chunk)) await drainedOrClosed(stop.signal);
         },
       ),
@@ -612,7 +723,7 @@ export function registerAuditCommands(program: Command): void {
       .description("a job's timeline with its run and retry chain (--job), or a queue as it stood at a point of the log (--queue --at)")
       .option('--job <job_id>', 'replay one job: every event with the state before and after, its run, its retry chain')
       .option('--queue <queue>', 'replay a queue: ready order, delayed jobs, running runs, counts')
-      .option('--at <point>', 'a stream sequence, or an ISO-8601 time (the last event stored by then)')
+      .option('--at <point>', 'a commit sequence (all its events), a position seq:index, or an ISO-8601 time (the last commit stored by then)')
       .option('--diff <point>', 'a second point: show what changed between the two')
       .option('--limit <n>', 'rows per table for people (JSON has all)', '50'),
   ).action((flags: ReplayFlags) => replayAction(flags));
@@ -622,10 +733,10 @@ export function registerAuditCommands(program: Command): void {
       .command('audit')
       .description('fold the log through the machines and check every rule; exits 1 when there is any violation')
       .option('--queue <queue>', 'only this queue')
-      .option('--from <seq>', 'report violations from this sequence (the fold still starts at the beginning)')
-      .option('--to <seq>', 'stop at this sequence')
+      .option('--from <seq>', 'report violations in commits from this sequence (the fold still starts at the beginning)')
+      .option('--to <seq>', 'stop at this commit sequence')
       .option('--max <n>', 'list at most this many violations (the counts stay exact)', '1000')
-      .option('--thread <mode>', 'fold on a worker thread beside the reader: auto (large logs, when a core is idle), on, off', 'auto'),
+      .option('--thread <mode>', 'fold on a worker thread beside the reader: on, or off (auto: off, faster with commits)', 'auto'),
   ).action((flags: AuditFlags) => auditAction(flags));
 
   withCommonOptions(
@@ -638,10 +749,10 @@ export function registerAuditCommands(program: Command): void {
   withCommonOptions(
     program
       .command('export')
-      .description('the log as JSON lines (one event per line, stable field order) for external tools')
+      .description('the log as JSON lines (one event per line with its commit, stable field order) for external tools')
       .option('--queue <queue>', 'only this queue')
-      .option('--from <seq>', 'first sequence')
-      .option('--to <seq>', 'last sequence')
+      .option('--from <seq>', 'first commit sequence')
+      .option('--to <seq>', 'last commit sequence')
       .option('--format <format>', 'jsonl', 'jsonl'),
   ).action((flags: ExportFlags) => exportAction(flags));
 }

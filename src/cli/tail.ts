@@ -1,6 +1,8 @@
 /**
- * `docket tail`: follow the event stream, one line per event (`--json`: one JSON object per line,
- * `{seq, subject, event}`). Runs until Ctrl-C, or until `--limit` events were printed.
+ * `docket tail`: follow the log, one line per event, unpacked from the stored commits by
+ * `Client.events()` (`--json`: one JSON object per line, `{seq, index, position, subject,
+ * event}`, where `seq:index` is the event's place: its commit's stream sequence and its index in
+ * the commit). Runs until Ctrl-C, or until `--limit` events were printed.
  */
 import type { Command } from 'commander';
 import { InvalidRequestError } from '../errors.js';
@@ -27,7 +29,8 @@ const GLANCE: Record<string, readonly string[]> = {
   'job.moved': ['priority', 'position'],
 };
 
-export function formatEventLine(seq: number, subject: string, event: { type: string; time: string; queue?: string; data: unknown }): string {
+/** One line for people: `seq:index`, time, type, queue, aggregate id and a glance at the data. */
+export function formatEventLine(seq: number, index: number, subject: string, event: { type: string; time: string; queue?: string; data: unknown }): string {
   const parsed = parseEventSubject(subject);
   const data = (event.data ?? {}) as Record<string, unknown>;
   const id = parsed?.id ?? (typeof data['job_id'] === 'string' ? data['job_id'] : subject);
@@ -35,12 +38,14 @@ export function formatEventLine(seq: number, subject: string, event: { type: str
     .filter((field) => data[field] !== undefined && data[field] !== null)
     .map((field) => `${field}=${cellText(data[field])}`)
     .join(' ');
-  return [String(seq).padStart(8), event.time, event.type.padEnd(18), event.queue ?? parsed?.queue ?? '-', id, glance].join('  ').trimEnd();
+  return [`${seq}:${index}`.padStart(10), event.time, event.type.padEnd(18), event.queue ?? parsed?.queue ?? '-', id, glance].join('  ').trimEnd();
 }
 
 async function tailAction(flags: TailFlags): Promise<void> {
   if (flags.queue !== undefined && !isQueueName(flags.queue)) throw new InvalidRequestError('--queue must match [A-Za-z0-9_-]{1,64}');
-  const from = parseFrom(flags.from ?? 'now');
+  const fromFlag = (flags.from ?? 'now').trim();
+  const at = /^(\d+):(\d+)$/.exec(fromFlag);
+  const from = at ? { seq: Math.max(1, Number(at[1])), index: Number(at[2]) } : parseFrom(fromFlag);
   const limit = flags.limit === undefined ? undefined : parsePositiveInteger(flags.limit, '--limit');
   const types = flags.type?.flatMap((t) => t.split(',')).map((t) => t.trim()).filter((t) => t !== '');
   const abort = new AbortController();
@@ -61,10 +66,10 @@ async function tailAction(flags: TailFlags): Promise<void> {
         ...(flags.queue === undefined ? {} : { queue: flags.queue }),
         ...(types === undefined || types.length === 0 ? {} : { types }),
       });
-      for await (const { seq, subject, event } of events) {
+      for await (const { seq, index, position, subject, event } of events) {
         if (abort.signal.aborted) break;
-        if (flags.json) writeJson({ seq, subject, event });
-        else writeOut(formatEventLine(seq, subject, event));
+        if (flags.json) writeJson({ seq, index, position, subject, event });
+        else writeOut(formatEventLine(seq, index, subject, event));
         printed += 1;
         if (limit !== undefined && printed >= limit) break;
       }
@@ -80,10 +85,10 @@ export function registerTail(program: Command): void {
   withCommonOptions(
     program
       .command('tail')
-      .description('follow the event stream, one line per event')
-      .option('--queue <queue>', "only this queue's job events")
+      .description('follow the log, one line per event (unpacked from its commits)')
+      .option('--queue <queue>', "only this queue's events")
       .option('--type <type...>', 'only these event types (e.g. job.submitted job.failed)')
-      .option('--from <where>', "'now', 'all', a stream sequence, or an ISO-8601 time", 'now')
+      .option('--from <where>', "'now', 'all', a commit sequence, a position seq:index, or an ISO-8601 time", 'now')
       .option('--limit <n>', 'stop after this many events'),
   ).action(async (flags: TailFlags) => tailAction(flags));
 }

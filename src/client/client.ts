@@ -1,14 +1,16 @@
 /**
  * The TypeScript SDK client: every command over NATS request/reply, and `events()`, an async
- * iterator over the event stream. It needs nothing from a node but the subjects.
+ * iterator over the log's events: it reads the stored commits (durable and gap-free from any
+ * position or time) and unpacks them, so it sees exactly what every node folds. It needs nothing
+ * from a node but the subjects.
  */
 import type { ConsumerMessages, OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import type { Envelope, JobEvent } from '../../machines/index.js';
+import { positionOf, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
 import { fromErrorBody, type ErrorBody } from '../errors.js';
 import { connectNats, requestBytes } from '../nats/connection.js';
-import { decodeEnvelope } from '../nats/codec.js';
-import { EVENT_SUBJECTS, STREAM, subjects } from '../nats/subjects.js';
+import { decodeCommit, envelopeProblem } from '../nats/codec.js';
+import { LOG_SUBJECTS, queuePartition, STREAM, subjects } from '../nats/subjects.js';
 import type { JobSpec } from '../commands/schemas.js';
 import type { JobSummary, toDetail } from '../commands/queries.js';
 import type { QueueProgress } from '../projections/progress.js';
@@ -31,21 +33,47 @@ export interface SubmitResult {
 }
 export type JobDetail = ReturnType<typeof toDetail>;
 
+/** An event's place in the log: its commit's stream sequence and its index in the commit. */
+export interface EventPosition {
+  readonly seq: number;
+  readonly index: number;
+}
+
 export interface EventsOptions {
-  /** Only this queue's job events. */
+  /** Only this queue's events (its partition: jobs and their runs, the queue, its reservation). */
   readonly queue?: string;
   /** Only these event types. */
   readonly types?: readonly string[];
-  /** Where to start: 'now' (default), 'all', a stream sequence or a Date. */
-  readonly from?: 'now' | 'all' | number | Date;
+  /**
+   * Where to start: 'now' (default), 'all', a commit's stream sequence (all its events), a
+   * position `{ seq, index }` (that event and every later one), or a Date (the first commit
+   * stored at or after it).
+   */
+  readonly from?: 'now' | 'all' | number | EventPosition | Date;
   /** Stop iterating when aborted. */
   readonly signal?: AbortSignal;
 }
 
+/**
+ * One event of the log. Several events share a commit, so several items share `seq`; `index`
+ * orders them, and `position` is both in one number (machines/envelope.ts: `seq * 65536 +
+ * index`), the order of the whole log and the fencing token of a `job.claimed`.
+ */
 export interface RecordedEvent {
+  /** Stream sequence of the commit holding the event. */
   readonly seq: number;
+  /** The event's index in its commit. */
+  readonly index: number;
+  readonly position: Position;
+  /** The event's live subject: `docket.evt.<kind>.<queue>.<id>`, or `docket.evt.<kind>.<id>` for sys aggregates. */
   readonly subject: string;
   readonly event: Envelope;
+}
+
+/** The live subject DESIGN gives an event (core NATS; the SDK reads the log, so it derives it). */
+function liveSubjectOf(event: Envelope): string {
+  const { kind, id } = event.aggregate;
+  return event.queue === undefined ? `docket.evt.${kind}.${id}` : `docket.evt.${kind}.${event.queue}.${id}`;
 }
 
 /** RFC 3339 with microseconds: a millisecond alone cannot order a call and a store in the same ms. */
@@ -55,7 +83,7 @@ function toMicrosecondIso(ms: number): string {
   return new Date(whole).toISOString().replace('Z', `${String(micros).padStart(3, '0')}Z`);
 }
 
-/** An async iterable over stream events; `ready` resolves once events from its start point will be delivered. */
+/** An async iterable over the log's events; `ready` resolves once events from its start point will be delivered. */
 export class EventStream implements AsyncIterable<RecordedEvent> {
   readonly ready: Promise<void>;
   private messages: ConsumerMessages | undefined;
@@ -83,8 +111,9 @@ export class EventStream implements AsyncIterable<RecordedEvent> {
       start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: toMicrosecondIso(this.calledAt) };
     } else if (from === 'all') start = { deliver_policy: DeliverPolicy.All };
     else if (typeof from === 'number') start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from };
-    else start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.toISOString() };
-    const filter = this.options.queue === undefined ? EVENT_SUBJECTS : subjects.jobs(this.options.queue);
+    else if (from instanceof Date) start = { deliver_policy: DeliverPolicy.StartTime, opt_start_time: from.toISOString() };
+    else start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from.seq };
+    const filter = this.options.queue === undefined ? LOG_SUBJECTS : subjects.partition(queuePartition(this.options.queue));
     const consumer = await js.consumers.get(STREAM, { filter_subjects: filter, ...start });
     this.messages = await consumer.consume();
     if (this.closed) await this.messages.close();
@@ -94,16 +123,27 @@ export class EventStream implements AsyncIterable<RecordedEvent> {
   async *[Symbol.asyncIterator](): AsyncGenerator<RecordedEvent> {
     await this.ready;
     const types = this.options.types === undefined ? undefined : new Set(this.options.types);
+    const from = this.options.from;
+    // A start inside a commit: the events before the index in that commit are not asked for.
+    const skip = typeof from === 'object' && !(from instanceof Date) ? from : null;
     try {
       for await (const msg of this.messages!) {
-        let event: Envelope;
+        let events: readonly unknown[];
         try {
-          event = decodeEnvelope(msg.data);
+          // One parse per commit; events are shape-checked one by one, so a bad one hides no other.
+          events = decodeCommit(msg.data).events;
         } catch {
           continue;
         }
-        if (types && !types.has(event.type)) continue;
-        yield { seq: msg.seq, subject: msg.subject, event };
+        const seq = msg.seq;
+        const first = skip !== null && seq === skip.seq ? skip.index : 0;
+        for (let index = first; index < events.length; index++) {
+          const value = events[index];
+          if (envelopeProblem(value) !== null) continue;
+          const event = value as Envelope;
+          if (types && !types.has(event.type)) continue;
+          yield { seq, index, position: positionOf(seq, index), subject: liveSubjectOf(event), event };
+        }
       }
     } finally {
       await this.close();
@@ -173,9 +213,10 @@ export class Client {
   }
 
   /**
-   * Events from the stream, in stream order. Starts now unless `from` says otherwise: "now" is
-   * the time of this call (events stored from then on), not when iteration begins, and `ready`
-   * resolves once the subscription is in place.
+   * Events from the log, in log order: read from the stored commits and unpacked, each with its
+   * position. Starts now unless `from` says otherwise: "now" is the time of this call (commits
+   * stored from then on), not when iteration begins, and `ready` resolves once the consumer is
+   * in place.
    */
   events(options: EventsOptions = {}): EventStream {
     return new EventStream(this.nc, options);

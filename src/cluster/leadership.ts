@@ -169,18 +169,28 @@ export class Leadership {
   }
 
   /** Lets an idle queue go: the lease is freed, and the queue is led again on its next request. */
-  private async release(queue: string): Promise<void> {
+  private release(queue: string): Promise<void> {
+    return this.giveUp(queue, true);
+  }
+
+  /** Gives up one queue's lease at once (its writer found a later epoch in the log). */
+  relinquish(queue: string): Promise<void> {
+    return this.giveUp(queue, false);
+  }
+
+  private async giveUp(queue: string, idle: boolean): Promise<void> {
     const lease = this.held.get(queue);
     if (!lease) return;
     this.held.delete(queue);
-    this.known.delete(queue);
     this.idleSince.delete(queue);
+    if (idle) this.known.delete(queue);
     try {
       await this.kv!.update(queue, JSON.stringify({ node: this.node, expires_at: 0 } satisfies LeaseValue), lease.revision);
     } catch {
       /* taken meanwhile: it is someone else's now */
     }
-    this.log.debug({ queue }, 'queue idle; leadership released');
+    if (idle) this.log.debug({ queue }, 'queue idle; leadership released');
+    else this.log.warn({ queue }, 'gave up queue leadership');
     for (const listener of this.listeners) listener(queue, false);
   }
 

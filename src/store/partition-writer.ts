@@ -15,7 +15,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { COMMIT_VERSION, positionOf, type Commit, type Envelope, type Position } from '../../machines/index.js';
 import { InvalidRequestError, UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { commitHash } from '../nats/codec.js';
+import { commitHash, decodeCommit } from '../nats/codec.js';
 import { MSG_ID_HEADER, STREAM, subjects } from '../nats/subjects.js';
 import { AppendConflictError, type EventStore } from './event-store.js';
 
@@ -28,6 +28,8 @@ export interface PartitionTip {
   readonly seq: number;
   /** commitHash of that commit's payload; null when it has none. */
   readonly hash: string | null;
+  /** The epoch its writer held the partition under; 0 when it has none. */
+  readonly epoch: number;
 }
 
 /** A commit the stream acknowledged, handed to the node to fold and announce. */
@@ -61,14 +63,25 @@ export interface PartitionWriterOptions {
   readonly onCommitted: (committed: CommittedCommit) => void;
   /** Waits until this node has folded the log up to `seq` (after a foreign commit). */
   readonly refoldTo: (seq: number) => Promise<void>;
+  /** The partition has a writer of a later epoch: this one stepped down for good. */
+  readonly onDeposed?: () => void;
   readonly log: Logger;
 }
 
 /** Reads a partition's last commit from the stream leader. */
 export async function readPartitionTip(jsm: JetStreamManager, partition: string): Promise<PartitionTip & { msgId: string | null }> {
   const m = await jsm.streams.getMessage(STREAM, { last_by_subj: subjects.partition(partition) });
-  if (!m) return { seq: 0, hash: null, msgId: null };
-  return { seq: m.seq, hash: commitHash(m.data), msgId: m.header?.get(MSG_ID_HEADER) ?? null };
+  if (!m) return { seq: 0, hash: null, epoch: 0, msgId: null };
+  return { seq: m.seq, hash: commitHash(m.data), epoch: epochOf(m.data), msgId: m.header?.get(MSG_ID_HEADER) ?? null };
+}
+
+/** The writer epoch of a stored commit; 0 for one that cannot be read (the audit names it). */
+function epochOf(payload: Uint8Array): number {
+  try {
+    return decodeCommit(payload).writer.epoch;
+  } catch {
+    return 0;
+  }
 }
 
 export class PartitionWriter {
@@ -94,6 +107,17 @@ export class PartitionWriter {
     this.subject = subjects.partition(options.partition);
     this.tip = options.tip;
     this.gate = options.refoldTo(options.tip.seq);
+    // Epochs never go back in a partition: a writer that finds a later one at the tip was
+    // deposed before it wrote anything.
+    if (options.tip.epoch > options.epoch) this.stepDown(options.tip.epoch);
+  }
+
+  private stepDown(foreignEpoch: number): UnavailableError {
+    const reason = new UnavailableError(`partition ${this.partition} has a writer of a later epoch (${foreignEpoch} > ${this.options.epoch}): this node no longer leads it; retry`);
+    this.options.log.warn({ partition: this.partition, epoch: this.options.epoch, foreignEpoch }, 'deposed: a later writer appended to the partition; stepping down');
+    this.close(reason);
+    queueMicrotask(() => this.options.onDeposed?.());
+    return reason;
   }
 
   get epoch(): number {
@@ -236,7 +260,7 @@ export class PartitionWriter {
       seq = await this.reconcile(id, err);
     }
     const commit: Commit = { v: COMMIT_VERSION, commit: id, partition: this.partition, writer: { node, epoch }, prev_hash: this.tip.hash, events };
-    this.tip = { seq, hash: commitHash(payload) };
+    this.tip = { seq, hash: commitHash(payload), epoch };
     this.options.onCommitted({ seq, commit, eventJson });
     this.release(items);
     let index = 0;
@@ -262,10 +286,12 @@ export class PartitionWriter {
     }
     if (tip.msgId === id) return tip.seq;
     if (err instanceof AppendConflictError && tip.seq !== this.tip.seq) {
-      // Another writer appended (a lease we thought we held, or a deposed leader's late send).
+      // Another writer appended. Of a later epoch: this node was deposed and steps down. Of an
+      // earlier one (a deposed leader's late send that landed first): fold it and go on.
+      if (tip.epoch > this.options.epoch) throw this.stepDown(tip.epoch);
       // Everything decided here since rests on a state without its commit: refuse it all.
       this.options.log.warn({ partition: this.partition, expected: this.tip.seq, found: tip.seq }, 'a foreign commit in the partition; folding it before deciding again');
-      this.tip = { seq: tip.seq, hash: tip.hash };
+      this.tip = { seq: tip.seq, hash: tip.hash, epoch: tip.epoch };
       const stale = this.queued;
       this.queued = [];
       const reason = new UnavailableError(`partition ${this.partition} moved under its writer; retry`, { cause: err });

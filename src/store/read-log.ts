@@ -1,5 +1,7 @@
 /**
- * Bulk reading of the DOCKET stream for replay, audit and export. Reads with an ordered consumer
+ * Bulk reading of the DOCKET stream for replay, audit and export. Log v2: each stored message is
+ * a commit of one partition (`docket.log.q.<queue>` or `docket.log.sys`); this reads commits as
+ * stored and leaves unpacking their events to src/audit/decode.ts. Reads with an ordered consumer
  * and large pulls (STACK.md: ~275k msgs/s with 10,000-message pulls against ~141k/s with the
  * default 100), and stops at a bound read before the first message: the stream's (or the
  * filter's) last sequence at the start. Stopping at `pending === 0` is racy while writers are
@@ -14,10 +16,15 @@ import { jetstream, jetstreamManager, DeliverPolicy, type JetStreamManager, type
 import type { NatsConnection } from '@nats-io/nats-core';
 import { parseDocketHeaders, toExpectedSeq, type PackWriter } from '../audit/packed.js';
 import type { RecordedMessage } from '../audit/types.js';
-import { EVENT_SUBJECTS, EXPECTED_HEADER, MSG_ID_HEADER, STREAM } from '../nats/subjects.js';
+import { EXPECTED_HEADER, LOG_SUBJECTS, MSG_ID_HEADER, queuePartition, STREAM, subjects } from '../nats/subjects.js';
 
-/** One stored message of DOCKET, as the audit and replays see it (defined with the audit). */
+/** One stored message of DOCKET (one commit), as the audit and replays see it (defined with the audit). */
 export type LogMessage = RecordedMessage;
+
+/** The filter for every commit, or for one queue's partition. */
+export function logFilter(queue?: string): string {
+  return queue === undefined ? LOG_SUBJECTS : subjects.partition(queuePartition(queue));
+}
 
 export interface ReadLogOptions {
   /** First stream sequence to read. @defaultValue 1 */
@@ -26,9 +33,9 @@ export interface ReadLogOptions {
   readonly toSeq?: number;
   /** Start at the first message stored at or after this time (ms since the epoch or an ISO string). */
   readonly startTime?: number | string;
-  /** One subject filter (2.9 takes a single filter). @defaultValue `docket.evt.>` */
+  /** One subject filter (2.9 takes a single filter): a partition's subject (`logFilter(queue)`). @defaultValue `docket.log.>` */
   readonly filter?: string;
-  /** Messages per pull request. @defaultValue 10_000 */
+  /** Messages (commits) per pull request. @defaultValue 1_000 */
   readonly batch?: number;
   /** Called once the bounds are known, before the first message (for progress bars). */
   readonly onBounds?: (bounds: LogBounds) => void;
@@ -41,8 +48,14 @@ export interface LogBounds {
   readonly toSeq: number;
 }
 
-/** Pull size: STACK.md measured ~2x the default's rate with 10,000-message pulls. */
-export const DEFAULT_READ_BATCH = 10_000;
+/**
+ * Pull size, in commits. STACK.md measured ~2x the default's rate with 10,000-message pulls of
+ * single events; commits are tens of KB, and a first pull of 10,000 commits of ~33 KB stalled
+ * the read on 2.9.10 (nothing delivered), while pulls bounded by bytes instead (16 MiB) stalled a
+ * read once: the last 659 commits of a 1,659-commit log came 45 s late. 1,000 commits per pull
+ * (up to ~30 MB; a 300,000-event log of 3,000 commits read in 0.15-0.4 s here) did neither.
+ */
+export const DEFAULT_READ_BATCH = 1_000;
 
 async function manager(nc: NatsConnection): Promise<JetStreamManager> {
   return jetstreamManager(nc);
@@ -58,7 +71,7 @@ function isNotFound(err: unknown): boolean {
  */
 export async function lastSeq(nc: NatsConnection, filter?: string): Promise<number> {
   const jsm = await manager(nc);
-  if (filter === undefined || filter === EVENT_SUBJECTS) {
+  if (filter === undefined || filter === LOG_SUBJECTS) {
     try {
       const info = await jsm.streams.info(STREAM);
       return info.state.last_seq;
@@ -80,7 +93,7 @@ export async function lastSeq(nc: NatsConnection, filter?: string): Promise<numb
 async function firstAtOrAfter(jsm: JetStreamManager, seq: number): Promise<{ seq: number; time: number } | null> {
   try {
     // `next_by_subj` skips deleted sequences; the client's type for streams.getMessage lacks it.
-    const m = await jsm.streams.getMessage(STREAM, { seq, next_by_subj: EVENT_SUBJECTS } as unknown as { seq: number });
+    const m = await jsm.streams.getMessage(STREAM, { seq, next_by_subj: LOG_SUBJECTS } as unknown as { seq: number });
     return m ? { seq: m.seq, time: m.time.getTime() } : null;
   } catch (err) {
     if (isNotFound(err)) return null;
@@ -292,9 +305,9 @@ export async function* readLogBatches(nc: NatsConnection, options: ReadLogOption
   const bounds = await resolveBounds(nc, options);
   if (bounds === null) return;
   options.onBounds?.(bounds);
-  const filter = options.filter ?? EVENT_SUBJECTS;
+  const filter = options.filter ?? LOG_SUBJECTS;
   const batch = options.batch ?? DEFAULT_READ_BATCH;
-  const flushAt = Math.min(batch, 1000);
+  const flushAt = Math.min(batch, 200);
   // Ends the read when the caller stops iterating early (break, throw) or aborts.
   const stop = new AbortController();
   const onAbort = (): void => stop.abort();
@@ -380,7 +393,7 @@ export async function measureRawRead(nc: NatsConnection, options: ReadLogOptions
   let messages = 0;
   let bytes = 0;
   if (bounds !== null) {
-    messages = await readRange(nc, bounds, options.filter ?? EVENT_SUBJECTS, options.batch ?? DEFAULT_READ_BATCH, (m) => {
+    messages = await readRange(nc, bounds, options.filter ?? LOG_SUBJECTS, options.batch ?? DEFAULT_READ_BATCH, (m) => {
       bytes += m.data.length;
     });
   }
@@ -416,7 +429,7 @@ export async function readLogPacked(
   const bounds = await resolveBounds(nc, options);
   if (bounds === null) return 0;
   options.onBounds?.(bounds);
-  const filter = options.filter ?? EVENT_SUBJECTS;
+  const filter = options.filter ?? LOG_SUBJECTS;
   const batch = options.batch ?? DEFAULT_READ_BATCH;
   const writer = createWriter((buffer, count, lastSeq) => sink.write(buffer, count, lastSeq));
   let count = 0;

@@ -1,7 +1,8 @@
 import { describe, expect, test } from 'vitest';
-import { auditMessages, AuditRules, type AuditReport, type AuditRule } from '../../src/audit/index.js';
+import { auditMessages, AuditRules, type AuditReport, type AuditRule, type RecordedMessage } from '../../src/audit/index.js';
+import { commitHash } from '../../src/nats/codec.js';
 import { retryJobId } from '../../src/ids.js';
-import { History, toRecorded } from '../support/audit-log.js';
+import { History, recordLog, toRecorded } from '../support/audit-log.js';
 
 function audit(h: History): AuditReport {
   return auditMessages(toRecorded(h.entries));
@@ -10,6 +11,9 @@ function audit(h: History): AuditReport {
 function rules(report: AuditReport): AuditRule[] {
   return report.violations.map((v) => v.rule);
 }
+
+/** An event's place: (commit seq, index in the commit). */
+const at = (seq: number, index: number | null = 0) => ({ seq, index });
 
 /** A busy legal history over two queues: successes, retries, cancels, moves, waiting jobs, artifacts. */
 function legalHistory(): History {
@@ -45,33 +49,63 @@ function legalHistory(): History {
   return h;
 }
 
+/** Re-numbers stored commits from `from` on by `delta`, with their expected headers moved alike (as a careful forger would). */
+function shift(messages: readonly RecordedMessage[], from: number, delta: number): RecordedMessage[] {
+  return messages.map((m) =>
+    m.seq < from ? m : { ...m, seq: m.seq + delta, expectedLastSubjectSeq: m.expectedLastSubjectSeq !== null && m.expectedLastSubjectSeq >= from ? m.expectedLastSubjectSeq + delta : m.expectedLastSubjectSeq },
+  );
+}
+
 describe('audit of a legal log', () => {
-  test('is clean and counts what it read', () => {
+  test('is clean and counts what it read, one event per commit', () => {
     const h = legalHistory();
     const report = audit(h);
     expect(report.violations).toEqual([]);
     expect(report.ok).toBe(true);
     expect(report.messages).toBe(h.entries.length);
+    expect(report.events).toBe(h.entries.length);
     expect(report.jobEvents).toBe(h.entries.length);
     // a1 a2 m1 a3 b1(+2 retries) b2(+2 retries) m1's retry m2 m3 m4 m5 m6(+1 retry)
     expect(report.jobs).toBe(17);
+    expect(report.partitions).toBe(2);
     expect(report.firstSeq).toBe(1);
     expect(report.lastSeq).toBe(h.entries.length);
   });
 
-  test('events of other aggregates are checked for their sequence only', () => {
+  test('is clean with many events per commit, and counts commits and events apart', () => {
+    const h = legalHistory();
+    const messages = toRecorded(h.entries, 1, { eventsPerCommit: 5 });
+    expect(messages.length).toBeLessThan(h.entries.length);
+    const report = auditMessages(messages);
+    expect(report.violations).toEqual([]);
+    expect(report.messages).toBe(messages.length);
+    expect(report.events).toBe(h.entries.length);
+    expect(report.jobs).toBe(17);
+  });
+
+  test('events of other aggregates: their commits are chained, their partition is checked', () => {
     const h = new History('other');
     h.succeeding('q', 'j1');
-    const schedule = { v: 1 as const, id: 's-1', type: 'schedule.created', time: new Date().toISOString(), data: { cron: '* * * * *' }, meta: { node: 'n' } };
-    h.raw('docket.evt.schedule.nightly', schedule);
-    h.raw('docket.evt.schedule.nightly', { ...schedule, id: 's-2', type: 'schedule.fired' });
+    const schedule = { id: 's-1', type: 'schedule.created', time: new Date().toISOString(), aggregate: { kind: 'schedule', id: 'nightly' }, data: { cron: '* * * * *' }, meta: { node: 'n' } };
+    h.raw('sys', schedule);
+    h.raw('sys', { ...schedule, id: 's-2', type: 'schedule.fired' });
     const report = audit(h);
-    expect(report.ok).toBe(true);
+    expect(report.violations).toEqual([]);
     expect(report.otherEvents).toBe(2);
+    expect(report.partitions).toBe(2);
+
+    h.raw('q.q', { ...schedule, id: 's-3' }); // a schedule is a sys aggregate
+    h.raw('sys', { ...schedule, id: 's-4', type: 'queue.paused', aggregate: { kind: 'queue', id: 'q' }, queue: 'q' });
+    const misplaced = audit(h);
+    expect(misplaced.violations.map((v) => [v.seq, v.rule, v.aggregate])).toEqual([
+      [7, AuditRules.EnvelopeMismatch, 'schedule:nightly'],
+      [8, AuditRules.EnvelopeMismatch, 'queue:q'],
+    ]);
+    expect(misplaced.violations[0]!.message).toContain('belongs in partition sys');
   });
 });
 
-describe('each tampering is named with its rule and events', () => {
+describe('each tampering is named with its rule, its position and its aggregate', () => {
   test('job.succeeded for a job never claimed is an illegal transition naming the event', () => {
     const h = new History('t1');
     h.submit('q', 'j1');
@@ -80,17 +114,34 @@ describe('each tampering is named with its rule and events', () => {
     expect(report.ok).toBe(false);
     expect(report.violations).toHaveLength(1);
     const v = report.violations[0]!;
-    expect(v).toMatchObject({ seq: 2, rule: AuditRules.IllegalTransition, aggregate: 'job:j1', subject: 'docket.evt.job.q.j1', events: [2] });
+    expect(v).toMatchObject({ seq: 2, index: 0, rule: AuditRules.IllegalTransition, aggregate: 'job:j1', subject: 'docket.log.q.q', events: [at(2)] });
     expect(v.message).toContain(forged.id);
     expect(v.message).toContain('never claimed');
+  });
+
+  test('an illegal event inside a commit of many is named by its index', () => {
+    const h = new History('t1b');
+    h.together(() => {
+      h.submit('q', 'j1');
+      h.claim('j1', { runId: 'r1' });
+      h.succeed('j1', { runId: 'r0' });
+      h.succeed('j1', { runId: 'r1' });
+    });
+    const { messages } = recordLog(h.entries);
+    expect(messages).toHaveLength(1);
+    const report = auditMessages(messages);
+    expect(report.violations).toEqual([
+      expect.objectContaining({ seq: 1, index: 2, rule: AuditRules.StaleRun, aggregate: 'job:j1', events: [at(1, 1), at(1, 2)] }),
+    ]);
+    expect(report.violations[0]!.message).toContain('claimed at 1:1');
   });
 
   test('an event for a job never submitted', () => {
     const h = new History('t2');
     h.submit('q', 'j1');
-    h.raw('docket.evt.job.q.ghost', { ...(h.entries[0]!.event as object), id: 'x', type: 'job.claimed', data: { run_id: 'r', worker: 'w', host: 'h', pid: 1, version: '1', lease_ms: 1 } } as never);
+    h.raw('q.q', { ...(h.entries[0]!.event as object), id: 'x', type: 'job.claimed', aggregate: { kind: 'job', id: 'ghost' }, data: { run_id: 'r', worker: 'w', host: 'h', pid: 1, version: '1', lease_ms: 1 } });
     const report = audit(h);
-    expect(rules(report)).toEqual([AuditRules.IllegalTransition]);
+    expect(report.violations.map((v) => [v.rule, v.aggregate])).toEqual([[AuditRules.IllegalTransition, 'job:ghost']]);
     expect(report.violations[0]!.message).toContain('never submitted');
   });
 
@@ -101,7 +152,7 @@ describe('each tampering is named with its rule and events', () => {
     h.claim('j1', { runId: 'r2', worker: 'w2' });
     const report = audit(h);
     expect(rules(report)).toEqual([AuditRules.TwoOpenRuns]);
-    expect(report.violations[0]!.events).toEqual([2, 3]);
+    expect(report.violations[0]!.events).toEqual([at(2), at(3)]);
   });
 
   test('a completion by a run that does not hold the job is a stale run', () => {
@@ -112,7 +163,7 @@ describe('each tampering is named with its rule and events', () => {
     h.succeed('j1', { runId: 'r1' });
     const report = audit(h);
     expect(rules(report)).toEqual([AuditRules.StaleRun]);
-    expect(report.violations[0]).toMatchObject({ seq: 3, events: [2, 3] });
+    expect(report.violations[0]).toMatchObject({ seq: 3, index: 0, events: [at(2), at(3)] });
     expect(report.violations[0]!.message).toContain('r1 holds the job');
   });
 
@@ -124,7 +175,7 @@ describe('each tampering is named with its rule and events', () => {
     h.succeed('j1');
     const report = audit(h);
     expect(rules(report)).toEqual([AuditRules.DoubleClose]);
-    expect(report.violations[0]!.events).toEqual([3, 4]);
+    expect(report.violations[0]!.events).toEqual([at(3), at(4)]);
   });
 
   test('a claim before run_at', () => {
@@ -133,25 +184,27 @@ describe('each tampering is named with its rule and events', () => {
     h.claim('j1', { time: new Date(h.nowMs + 1000).toISOString() });
     const report = audit(h);
     expect(rules(report)).toEqual([AuditRules.ClaimedBeforeRunAt]);
-    expect(report.violations[0]!.events).toEqual([1, 2]);
+    expect(report.violations[0]!.events).toEqual([at(1), at(2)]);
   });
 
-  test('an unguarded append, and an event expecting a missing or later predecessor', () => {
+  test('an unguarded commit, and commits expecting a missing or later predecessor in their partition', () => {
     const h = new History('t7');
     h.submit('q', 'j1');
     h.claim('j1', {}, { expected: null });
     h.submit('q', 'j2');
-    h.claim('j2', {}, { expected: 2 }); // j2's last event is seq 3: 2 is an earlier one (reorder)
+    h.claim('j2', {}, { expected: 2 }); // the partition's last commit is seq 3: 2 is an earlier one (reorder)
     h.submit('q', 'j3');
-    h.claim('j3', {}, { expected: 9 }); // nothing at 9 on j3's subject: a gap
+    h.claim('j3', {}, { expected: 9 }); // nothing at 9: a gap
     h.succeed('j3', {}, { msgId: null });
+    h.submit('other', 'o1'); // another partition starts its own chain at 0
     const report = audit(h);
-    expect(report.violations.map((v) => [v.seq, v.rule])).toEqual([
-      [2, AuditRules.UnguardedAppend],
-      [4, AuditRules.SequenceReorder],
-      [6, AuditRules.SequenceGap],
-      [7, AuditRules.UnguardedAppend],
+    expect(report.violations.map((v) => [v.seq, v.index, v.rule, v.aggregate])).toEqual([
+      [2, null, AuditRules.UnguardedAppend, 'partition:q.q'],
+      [4, null, AuditRules.SequenceReorder, 'partition:q.q'],
+      [6, null, AuditRules.SequenceGap, 'partition:q.q'],
+      [7, null, AuditRules.UnguardedAppend, 'partition:q.q'],
     ]);
+    expect(report.violations[1]!.events).toEqual([at(2, null), at(3, null), at(4, null)]);
     expect(report.violations[3]!.message).toContain('Nats-Msg-Id');
   });
 
@@ -199,29 +252,41 @@ describe('each tampering is named with its rule and events', () => {
     expect(messages[7]).toContain('no earlier job of queue other');
   });
 
-  test('undecodable messages and envelopes that disagree with their subject', () => {
+  test('undecodable commits and events are violations, not crashes; so are envelopes that disagree with where they are stored', () => {
     const h = new History('t9');
     h.submit('q', 'j1');
-    h.raw('docket.evt.job.q.j1', new TextEncoder().encode('{not json'), { msgId: 'raw-1' });
-    h.raw('docket.evt.job.q', new TextEncoder().encode('{}'), { msgId: 'raw-2' });
-    h.event('j1', 'job.claimed', { run_id: 'r1' } as never); // lacks worker and lease
-    h.raw('docket.evt.job.q.j1', { v: 1, id: 'x1', type: 'job.exploded', time: new Date(T()).toISOString(), queue: 'q', data: {}, meta: { node: 'n' } });
-    const wrongQueue = { v: 1 as const, id: 'x2', type: 'job.submitted', time: new Date(T()).toISOString(), queue: 'elsewhere', meta: { node: 'n' } };
-    h.raw('docket.evt.job.q.j2', { ...wrongQueue, data: { ...(h.entries[0]!.event as { data: object }).data, job_id: 'j3' } });
-    h.claim('j1', {}, { msgId: 'not-the-event-id' });
+    h.rawCommit('q.q', new TextEncoder().encode('{not json')); // seq 2
+    h.rawCommit('q.q', new TextEncoder().encode(JSON.stringify({ v: 1, id: 'old', type: 'job.submitted' }))); // seq 3: a v1 envelope
+    h.raw('q.q', {}); // seq 4: not an envelope
+    h.event('j1', 'job.claimed', { run_id: 'r1' } as never); // seq 5: lacks worker and lease
+    h.raw('q.q', { id: 'x1', type: 'job.exploded', time: new Date().toISOString(), aggregate: { kind: 'job', id: 'j1' }, queue: 'q', data: {}, meta: { node: 'n' } }); // seq 6
+    const submitted = h.entries[0]!.event as { data: object };
+    h.raw('q.q', { id: 'x2', type: 'job.submitted', time: new Date().toISOString(), aggregate: { kind: 'job', id: 'j2' }, queue: 'elsewhere', data: { ...submitted.data, job_id: 'j3' }, meta: { node: 'n' } }); // seq 7
+    h.claim('j1', {}, { msgId: 'not-the-commit-id' }); // seq 8
+    h.submit('q', 'j4', {}, { partition: 'q.other' }); // seq 9
+    h.raw('sys', { ...(h.entries[0]!.event as object), id: 'x3' }); // seq 10: a job in sys
     const report = audit(h);
-    expect(report.violations.map((v) => [v.seq, v.rule])).toEqual([
-      [2, AuditRules.Undecodable],
-      [3, AuditRules.Undecodable],
-      [4, AuditRules.Undecodable],
-      [5, AuditRules.Undecodable],
-      [6, AuditRules.EnvelopeMismatch],
-      [6, AuditRules.EnvelopeMismatch],
-      [7, AuditRules.EnvelopeMismatch],
+    expect(report.violations.map((v) => [v.seq, v.index, v.rule])).toEqual([
+      [2, null, AuditRules.Undecodable],
+      [3, null, AuditRules.Undecodable],
+      [4, 0, AuditRules.Undecodable],
+      [5, 0, AuditRules.Undecodable],
+      [6, 0, AuditRules.Undecodable],
+      [7, 0, AuditRules.EnvelopeMismatch],
+      [7, 0, AuditRules.EnvelopeMismatch],
+      [8, null, AuditRules.EnvelopeMismatch],
+      [9, null, AuditRules.EnvelopeMismatch],
+      [10, 0, AuditRules.EnvelopeMismatch],
     ]);
-    expect(report.violations[0]!.message).toBe('the payload is not JSON');
-    expect(report.violations[2]!.message).toContain('data.worker');
-    expect(report.violations[3]!.message).toContain('job.exploded');
+    expect(report.violations[0]!.message).toBe('commit is not JSON');
+    expect(report.violations[1]!.message).toContain('unknown commit version 1');
+    expect(report.violations[2]!.message).toContain('event lacks id, type or time');
+    expect(report.violations[3]!.message).toContain('data.worker');
+    expect(report.violations[4]!.message).toContain('job.exploded');
+    expect(report.violations[7]!.message).toContain('not-the-commit-id');
+    expect(report.violations[8]!.message).toContain('says partition q.other');
+    // The chain goes on past undecodable commits: nothing else is reported.
+    expect(report.byRule.hash_chain).toBe(0);
   });
 
   test('a refused event leaves the aggregate as it was, so the rest of its history audits clean', () => {
@@ -231,6 +296,109 @@ describe('each tampering is named with its rule and events', () => {
     h.claim('j1');
     h.succeed('j1');
     expect(rules(audit(h))).toEqual([AuditRules.IllegalTransition]);
+  });
+
+  test("a commit by a deposed writer: its epoch goes back within the partition", () => {
+    const h = new History('t11');
+    h.submit('q', 'j1', {}, { epoch: 3 });
+    h.claim('j1', {}, { epoch: 4, node: 'b' });
+    h.succeed('j1', {}, { epoch: 3, node: 'a' });
+    h.submit('other', 'o1', {}, { epoch: 1 }); // another partition has its own epochs
+    const report = audit(h);
+    expect(report.violations).toEqual([expect.objectContaining({ seq: 3, index: null, rule: AuditRules.WriterEpoch, aggregate: 'partition:q.q', events: [at(2, null), at(3, null)] })]);
+    expect(report.violations[0]!.message).toContain('epoch 3, after epoch 4');
+  });
+});
+
+describe('the hash chain: an edited, deleted or inserted commit is caught and named', () => {
+  /** A legal log of one queue and a neighbour, one event per commit. */
+  function chainLog(): RecordedMessage[] {
+    const h = new History('hc');
+    h.submit('q', 'j1'); // 1
+    h.submit('n', 'n1'); // 2 (another partition)
+    h.claim('j1', { worker: 'w1' }); // 3
+    h.artifact('j1'); // 4
+    h.succeed('j1'); // 5
+    h.submit('q', 'j2'); // 6
+    return toRecorded(h.entries);
+  }
+
+  test('the untouched log is clean', () => {
+    expect(auditMessages(chainLog()).violations).toEqual([]);
+  });
+
+  test("an event's bytes edited in a stored commit: the next commit of its partition no longer names it", () => {
+    const messages = chainLog();
+    const claim = messages[2]!;
+    const text = Buffer.from(claim.data).toString('utf8');
+    expect(text).toContain('"worker":"w1"');
+    const edited = messages.map((m) => (m === claim ? { ...m, data: Buffer.from(text.replace('"worker":"w1"', '"worker":"w9"')) } : m));
+    const report = auditMessages(edited);
+    // The edited claim is still a legal event and its own headers are right: only the chain tells.
+    expect(report.violations.map((v) => [v.seq, v.index, v.rule, v.aggregate])).toEqual([[4, null, AuditRules.HashChain, 'partition:q.q']]);
+    expect(report.violations[0]!.events).toEqual([at(3, null), at(4, null)]);
+    expect(report.violations[0]!.message).toContain('seq 3 was edited');
+  });
+
+  test('a commit deleted from the middle: the gap and the broken chain at the next commit', () => {
+    const messages = chainLog().filter((m) => m.seq !== 4); // the artifact: every event left is still legal
+    const report = auditMessages(messages);
+    expect(report.violations.map((v) => [v.seq, v.rule])).toEqual([
+      [5, AuditRules.SequenceGap],
+      [5, AuditRules.HashChain],
+    ]);
+  });
+
+  test('a commit deleted and the headers after it rewritten to close the gap: the hash chain alone catches it', () => {
+    const messages = chainLog().filter((m) => m.seq !== 4);
+    const rewritten = shift(messages, 5, -1).map((m) => (m.seq === 4 ? { ...m, expectedLastSubjectSeq: 3 } : m));
+    const report = auditMessages(rewritten);
+    expect(report.violations.map((v) => [v.seq, v.rule])).toEqual([[4, AuditRules.HashChain]]);
+  });
+
+  test('a commit inserted with the headers and hash of its place: the commit after it no longer chains', () => {
+    const messages = chainLog();
+    const claim = messages[2]!;
+    const h = new History('forger');
+    h.submit('q', 'forged-job');
+    const payload = JSON.parse(Buffer.from(toRecorded(h.entries)[0]!.data).toString('utf8')) as Record<string, unknown>;
+    const forged: RecordedMessage = {
+      seq: 4,
+      subject: claim.subject,
+      time: claim.time,
+      msgId: 'forged',
+      expectedLastSubjectSeq: claim.seq,
+      data: Buffer.from(JSON.stringify({ ...payload, commit: 'forged', prev_hash: commitHash(claim.data) })),
+    };
+    const spliced = [...messages.slice(0, 3), forged, ...shift(messages.slice(3), 4, 1)];
+    // The next commit still expects the claim: out of order by its header, and unchained.
+    expect(auditMessages(spliced).violations.map((v) => [v.seq, v.rule])).toEqual([
+      [5, AuditRules.SequenceReorder],
+      [5, AuditRules.HashChain],
+    ]);
+    // Its header rewritten to expect the forged commit: the hash chain alone catches it.
+    const careful = spliced.map((m) => (m.seq === 5 ? { ...m, expectedLastSubjectSeq: 4 } : m));
+    const report = auditMessages(careful);
+    expect(report.violations.map((v) => [v.seq, v.rule])).toEqual([[5, AuditRules.HashChain]]);
+    expect(report.violations[0]!.events).toEqual([at(4, null), at(5, null)]);
+  });
+
+  test("a partition's first commit must carry prev_hash null", () => {
+    const h = new History('hc0');
+    h.submit('q', 'j1', {}, { prevHash: 'ab'.repeat(32) });
+    const report = audit(h);
+    expect(report.violations.map((v) => [v.seq, v.rule])).toEqual([[1, AuditRules.HashChain]]);
+    expect(report.violations[0]!.message).toContain('must be null');
+  });
+
+  test('each partition has its own chain', () => {
+    const h = new History('hc2');
+    h.submit('a', 'x1');
+    h.submit('b', 'y1');
+    h.submit('a', 'x2', {}, { prevHash: null }); // null is right only for a partition's first commit
+    const report = audit(h);
+    expect(report.violations.map((v) => [v.seq, v.rule, v.aggregate])).toEqual([[3, AuditRules.HashChain, 'partition:q.a']]);
+    expect(report.violations[0]!.message).toContain('a commit was inserted');
   });
 });
 
@@ -261,7 +429,7 @@ describe('report bounds', () => {
     expect(report.truncated).toBe(true);
   });
 
-  test('messages already seen (a re-read) are ignored', () => {
+  test('commits already seen (a re-read) are ignored', () => {
     const h = legalHistory();
     const messages = toRecorded(h.entries);
     const report = auditMessages([...messages.slice(0, 10), ...messages.slice(5)]);
@@ -269,9 +437,3 @@ describe('report bounds', () => {
     expect(report.messages).toBe(messages.length);
   });
 });
-
-let tick = 0;
-function T(): number {
-  tick += 1;
-  return Date.parse('2030-01-01T00:00:00.000Z') + tick;
-}

@@ -21,7 +21,7 @@ function roundTrip(messages: readonly RecordedMessage[], capacity: number): { ou
   return { out, buffers };
 }
 
-/** A log with tampering of every kind the headers can carry, and a large message. */
+/** A log with tampering of every kind the headers can carry, commits of many events, and a large commit. */
 function mixedLog(): RecordedMessage[] {
   const h = new History('pk');
   const steps = Array.from({ length: 200 }, (_, i) => ({ op: STEP_OPS[(i * 5) % STEP_OPS.length]!, pick: (i * 31) % 97, gapMs: 500 }));
@@ -29,8 +29,8 @@ function mixedLog(): RecordedMessage[] {
   h.submit('qa', 'tampered');
   h.succeed('tampered', {}, { expected: null, msgId: null });
   h.claim('tampered', { runId: 'ü-run' }, { msgId: 'ü-id' });
-  h.raw('docket.evt.job.qa.big', new TextEncoder().encode(JSON.stringify({ blob: 'x'.repeat(100_000) })), { msgId: 'big' });
-  return toRecorded(h.entries, 41);
+  h.raw('q.qa', { blob: 'x'.repeat(100_000) }, { msgId: 'big' });
+  return toRecorded(h.entries, 41, { eventsPerCommit: 7 });
 }
 
 describe('packed batches', () => {

@@ -1,29 +1,31 @@
 /**
- * Replay and audit against a real nats-server (issue 4): the audit of a real run (a node,
- * workers, failures and retries) is clean; replay at a sequence equals the live projection a
- * follower's tail held at that sequence; each kind of tampered log, built by publishing raw
- * events with docket's headers, fails the audit with its rule and names the event; and the
- * commands as a subprocess (exit codes, --json).
+ * Replay and audit against a real nats-server (issue 4, log v2 in issue 11): the audit of a real
+ * run (a node, workers, failures and retries) is clean; replay at a sequence equals the live
+ * projection a follower's tail held at that sequence; each kind of tampered log, built by
+ * publishing raw commits with docket's headers and hash chain, fails the audit with its rule and
+ * names the event; `Client.events()` unpacks commits with each event's position; and the commands
+ * as a subprocess (exit codes, --json).
  *
- * One server for the file; each test takes its own queue and audits that queue's subjects.
+ * One server for the file; each test takes its own queue and audits that queue's partition.
  */
 import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { auditMessages, QueueReplay, type AuditReport, type QueueView, type RecordedMessage } from '../../src/audit/index.js';
+import { positionOf } from '../../machines/index.js';
+import { auditMessages, decodeStoredCommit, QueueReplay, type AuditReport, type QueueView, type RecordedMessage } from '../../src/audit/index.js';
 import type { Client } from '../../src/client/client.js';
 import { Worker } from '../../src/client/worker.js';
 import { NonRetryableJobError } from '../../src/errors.js';
 import { retryJobId } from '../../src/ids.js';
 import { silentLogger } from '../../src/logger.js';
-import { STREAM, subjects } from '../../src/nats/subjects.js';
+import { STREAM } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
 import { Progress } from '../../src/projections/progress.js';
 import { QueueOrder } from '../../src/projections/queue-order.js';
 import { JobStore } from '../../src/store/job-store.js';
 import { LogTail } from '../../src/store/log-tail.js';
-import { readLog, readLogPacked, toLogMessage } from '../../src/store/read-log.js';
+import { logFilter, readLog, readLogPacked, toLogMessage } from '../../src/store/read-log.js';
 import { PackWriter, unpack } from '../../src/audit/packed.js';
 import { auditLog } from '../../src/cli/audit-commands.js';
 import { History, publishHistory, uniqueQueue } from '../support/audit-log.js';
@@ -48,7 +50,7 @@ afterAll(async () => {
 
 async function queueMessages(queue: string, toSeq?: number): Promise<RecordedMessage[]> {
   const out: RecordedMessage[] = [];
-  for await (const m of readLog(nc, { filter: subjects.jobs(queue), ...(toSeq === undefined ? {} : { toSeq }) })) out.push(m);
+  for await (const m of readLog(nc, { filter: logFilter(queue), ...(toSeq === undefined ? {} : { toSeq }) })) out.push(m);
   return out;
 }
 
@@ -74,7 +76,7 @@ function cli(...args: string[]): Promise<CliResult> {
 }
 
 describe('the log reader', () => {
-  test('gives every message with its stored headers and time, bounded and filtered', async () => {
+  test('gives every commit with its stored headers and time, bounded and filtered by partition', async () => {
     const queue = uniqueQueue('reader');
     const h = new History('rd', Date.now());
     h.succeeding(queue, 'j1');
@@ -83,15 +85,17 @@ describe('the log reader', () => {
     const seqs = await publishHistory(nc, h.entries);
     const all = await queueMessages(queue);
     expect(all.map((m) => m.seq)).toEqual(seqs);
-    expect(all.map((m) => m.msgId)).toEqual(h.entries.map((e) => (e.event as { id: string }).id));
-    expect(all.map((m) => m.expectedLastSubjectSeq)).toEqual([0, seqs[0], seqs[1], seqs[2], 0, null]);
+    expect(all.map((m) => m.subject)).toEqual(seqs.map(() => `docket.log.q.${queue}`));
+    // The commit id is the Nats-Msg-Id; one partition, so each commit expects the one before.
+    expect(all.map((m) => m.msgId)).toEqual(all.map((m) => (JSON.parse(Buffer.from(m.data).toString('utf8')) as { commit: string }).commit));
+    expect(all.map((m) => m.expectedLastSubjectSeq)).toEqual([0, seqs[0], seqs[1], seqs[2], seqs[3], null]);
     expect(all.every((m) => Math.abs(m.time - Date.now()) < 60_000)).toBe(true);
     const middle = [];
-    for await (const m of readLog(nc, { filter: subjects.jobs(queue), fromSeq: seqs[1]!, toSeq: seqs[3]! })) middle.push(m.seq);
+    for await (const m of readLog(nc, { filter: logFilter(queue), fromSeq: seqs[1]!, toSeq: seqs[3]! })) middle.push(m.seq);
     expect(middle).toEqual(seqs.slice(1, 4));
     // The fast header path reads what nats.js's own header parser reads.
     const { jetstream, DeliverPolicy } = await import('@nats-io/jetstream');
-    const consumer = await jetstream(nc).consumers.get(STREAM, { filter_subjects: subjects.jobs(queue), deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: seqs[0]! });
+    const consumer = await jetstream(nc).consumers.get(STREAM, { filter_subjects: logFilter(queue), deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: seqs[0]! });
     const m = await consumer.next();
     expect(m).not.toBeNull();
     expect(toLogMessage(m!, true)).toEqual(toLogMessage(m!, false));
@@ -120,7 +124,7 @@ describe('the log reader', () => {
         backlog = 0;
       },
     };
-    const count = await readLogPacked(nc, { filter: subjects.jobs(queue) }, sink, (flush) => new PackWriter(flush, 2048));
+    const count = await readLogPacked(nc, { filter: logFilter(queue) }, sink, (flush) => new PackWriter(flush, 2048));
     expect(count).toBe(seqs.length);
     expect(seen).toEqual(seqs);
     expect(pauses).toBeGreaterThan(2);
@@ -128,8 +132,50 @@ describe('the log reader', () => {
 
   test('an empty filter reads nothing and returns', async () => {
     const none = [];
-    for await (const m of readLog(nc, { filter: subjects.jobs(uniqueQueue('empty')) })) none.push(m);
+    for await (const m of readLog(nc, { filter: logFilter(uniqueQueue('empty')) })) none.push(m);
     expect(none).toEqual([]);
+  });
+});
+
+describe('Client.events() reads the commits and unpacks them', () => {
+  test('each event with its commit sequence, index, position and live subject; from a sequence or a position', async () => {
+    const queue = uniqueQueue('events');
+    const h = new History('ev', Date.now());
+    h.submit(queue, 'j1');
+    h.together(() => {
+      h.submit(queue, 'j2');
+      h.claim('j1');
+      h.cancel('j2');
+    });
+    const seqs = await publishHistory(nc, h.entries);
+    expect(seqs[1]).toBe(seqs[3]);
+    const read = async (from: number | { seq: number; index: number }, n: number) => {
+      const it = client.events({ queue, from })[Symbol.asyncIterator]();
+      const out = [];
+      while (out.length < n) {
+        const next = await it.next();
+        if (next.done) break;
+        out.push(next.value);
+      }
+      await it.return?.(undefined);
+      return out;
+    };
+    const all = await read(seqs[0]!, 4);
+    expect(all.map((e) => [e.seq, e.index, e.position, e.event.type, e.subject])).toEqual([
+      [seqs[0], 0, positionOf(seqs[0]!, 0), 'job.submitted', `docket.evt.job.${queue}.j1`],
+      [seqs[1], 0, positionOf(seqs[1]!, 0), 'job.submitted', `docket.evt.job.${queue}.j2`],
+      [seqs[1], 1, positionOf(seqs[1]!, 1), 'job.claimed', `docket.evt.job.${queue}.j1`],
+      [seqs[1], 2, positionOf(seqs[1]!, 2), 'job.cancelled', `docket.evt.job.${queue}.j2`],
+    ]);
+    const fromPosition = await read({ seq: seqs[1]!, index: 1 }, 2);
+    expect(fromPosition.map((e) => [e.seq, e.index])).toEqual([
+      [seqs[1], 1],
+      [seqs[1], 2],
+    ]);
+    const cancels = client.events({ queue, from: seqs[0]!, types: ['job.cancelled'] })[Symbol.asyncIterator]();
+    const cancel = await cancels.next();
+    await cancels.return?.(undefined);
+    expect(cancel.value).toMatchObject({ seq: seqs[1], index: 2, event: { type: 'job.cancelled', aggregate: { kind: 'job', id: 'j2' } } });
   });
 });
 
@@ -211,7 +257,10 @@ describe('a real run', () => {
     const report = auditMessages(messages);
     expect(report.violations).toEqual([]);
     expect(report.jobs).toBe(34 + 12);
-    const retries = messages.filter((m) => new TextDecoder().decode(m.data).includes('"retry_of":"'));
+    const retries = messages.flatMap((m) => {
+      const decoded = decodeStoredCommit(m);
+      return decoded.ok ? decoded.events.filter((e) => e.kind === 'job' && e.event.type === 'job.submitted' && e.event.data.retry_of !== null) : [];
+    });
     expect(retries).toHaveLength(12);
 
     // Replay up to each captured sequence, with the capture's clock.
@@ -228,7 +277,7 @@ describe('a real run', () => {
         counts: c.counts,
       });
     };
-    // Captures are in seq order; other queues' events in between are skipped by the filter.
+    // Captures are in seq order (the tail applies whole commits); other queues' commits in between are skipped by the filter.
     for (const m of messages) {
       while (next < distinct.length && distinct[next]!.seq < m.seq) {
         replay.atMs = distinct[next]!.atMs;
@@ -305,7 +354,7 @@ describe('each tampered log fails the audit with its rule and names the event', 
     });
     const forged = h.entries[h.entries.length - 1]!.event as { id: string };
     expect(report.violations).toHaveLength(1);
-    expect(report.violations[0]).toMatchObject({ seq: seqs[seqs.length - 1], rule: 'illegal_transition', aggregate: 'job:j1', events: [seqs[seqs.length - 1]] });
+    expect(report.violations[0]).toMatchObject({ seq: seqs[seqs.length - 1], index: 0, rule: 'illegal_transition', aggregate: 'job:j1', events: [{ seq: seqs[seqs.length - 1], index: 0 }] });
     expect(report.violations[0]!.message).toContain(forged.id);
   });
 
@@ -317,7 +366,7 @@ describe('each tampered log fails the audit with its rule and names the event', 
     expect(report.violations.map((v) => [v.seq, v.rule])).toEqual([[seqs[seqs.length - 1], 'unguarded_append']]);
   });
 
-  test('an event removed from the middle of a job: the gap is found at the next one', async () => {
+  test('a commit removed from the middle of a partition: the gap and the broken hash chain are found at the next one', async () => {
     const queue = uniqueQueue('gap');
     const h = new History('gap', Date.now() - 60_000);
     h.succeeding(queue, 'j1');
@@ -326,6 +375,7 @@ describe('each tampered log fails the audit with its rule and names the event', 
     const report = await auditQueue(queue);
     expect(report.violations.map((v) => [v.seq, v.rule])).toEqual([
       [seqs[2], 'sequence_gap'],
+      [seqs[2], 'hash_chain'],
       // Without its claim, the run's events are refused too: named as what they now are.
       [seqs[2], 'illegal_transition'],
       [seqs[3], 'illegal_transition'],
@@ -340,7 +390,7 @@ describe('each tampered log fails the audit with its rule and names the event', 
       h.fail('j1');
     });
     const n = seqs.length;
-    expect(report.violations).toEqual([expect.objectContaining({ seq: seqs[n - 1], rule: 'double_close', events: [seqs[n - 2], seqs[n - 1]] })]);
+    expect(report.violations).toEqual([expect.objectContaining({ seq: seqs[n - 1], rule: 'double_close', events: [{ seq: seqs[n - 2], index: 0 }, { seq: seqs[n - 1], index: 0 }] })]);
   });
 
   test('a completion by a stale run', async () => {
@@ -350,7 +400,7 @@ describe('each tampered log fails the audit with its rule and names the event', 
       h.succeed('j1', { runId: 'r-old' });
     });
     const n = seqs.length;
-    expect(report.violations).toEqual([expect.objectContaining({ seq: seqs[n - 1], rule: 'stale_run', events: [seqs[n - 2], seqs[n - 1]] })]);
+    expect(report.violations).toEqual([expect.objectContaining({ seq: seqs[n - 1], rule: 'stale_run', events: [{ seq: seqs[n - 2], index: 0 }, { seq: seqs[n - 1], index: 0 }] })]);
     expect(report.violations[0]!.message).toContain('r-current holds the job');
   });
 
@@ -367,6 +417,32 @@ describe('each tampered log fails the audit with its rule and names the event', 
       [seqs[n - 2], 'retry_chain'],
       [seqs[n - 1], 'retry_chain'],
     ]);
+  });
+
+  test('a commit that does not chain to the one before it, and a deposed writer\'s commit', async () => {
+    const { report, seqs } = await tampered('chain', (h, q) => {
+      h.submit(q, 'j1', {}, { epoch: 5 });
+      h.claim('j1', {}, { prevHash: 'ab'.repeat(32), epoch: 5 });
+      h.succeed('j1', {}, { epoch: 4 });
+    });
+    const n = seqs.length;
+    expect(report.violations.map((v) => [v.seq, v.index, v.rule])).toEqual([
+      [seqs[n - 2], null, 'hash_chain'],
+      [seqs[n - 1], null, 'writer_epoch'],
+    ]);
+  });
+
+  test('an illegal event inside a commit of many is named by its index', async () => {
+    const { report, seqs } = await tampered('in-commit', (h, q) => {
+      h.together(() => {
+        h.submit(q, 'j1');
+        h.claim('j1', { runId: 'r1' });
+        h.claim('j1', { runId: 'r2' });
+      });
+    });
+    const n = seqs.length;
+    expect(seqs[n - 1]).toBe(seqs[n - 3]);
+    expect(report.violations).toEqual([expect.objectContaining({ seq: seqs[n - 1], index: 2, rule: 'two_open_runs', events: [{ seq: seqs[n - 1], index: 1 }, { seq: seqs[n - 1], index: 2 }] })]);
   });
 
   test('two open runs, and a claim before run_at', async () => {
@@ -390,7 +466,7 @@ describe('each tampered log fails the audit with its rule and names the event', 
       h.event('cli-j1', 'job.succeeded', { run_id: 'forged', result: null });
     });
     const forgedSeq = seqs[seqs.length - 1]!;
-    const queue = (await jsm.streams.getMessage(STREAM, { seq: forgedSeq }))!.subject.split('.')[3]!;
+    const queue = (await jsm.streams.getMessage(STREAM, { seq: forgedSeq }))!.subject.slice('docket.log.q.'.length);
     const json = await cli('audit', '--queue', queue, '--json');
     expect(json.code).toBe(1);
     const report = JSON.parse(json.stdout) as AuditReport;
@@ -409,7 +485,7 @@ describe('each tampered log fails the audit with its rule and names the event', 
     expect(all.code).toBe(1);
     const onThread = JSON.parse(all.stdout) as AuditReport & { mode: string; ms?: number; events_per_second?: number };
     expect(onThread.mode).toBe('thread');
-    expect(onThread.violationCount).toBeGreaterThanOrEqual(8);
+    expect(onThread.violations.some((v) => v.seq === forgedSeq && v.rule === 'illegal_transition')).toBe(true);
     const inline = JSON.parse((await cli('audit', '--json', '--thread', 'off')).stdout) as typeof onThread;
     expect(inline.mode).toBe('inline');
     const strip = ({ ms: _ms, events_per_second: _rate, mode: _mode, ...rest }: typeof onThread) => rest;
@@ -420,9 +496,11 @@ describe('each tampered log fails the audit with its rule and names the event', 
     const lines = exported.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.map((l) => l['seq'])).toEqual(seqs);
     for (const line of lines) {
-      expect(Object.keys(line)).toEqual(['seq', 'subject', 'stored_at', 'msg_id', 'expected_last_subject_seq', 'event']);
-      expect(Object.keys(line['event'] as object)).toEqual(['v', 'id', 'type', 'time', 'queue', 'data', 'meta']);
+      expect(Object.keys(line)).toEqual(['seq', 'index', 'subject', 'stored_at', 'msg_id', 'expected_last_subject_seq', 'commit', 'writer', 'prev_hash', 'commit_hash', 'event']);
+      expect(Object.keys(line['event'] as object)).toEqual(['id', 'type', 'time', 'aggregate', 'queue', 'data', 'meta']);
     }
+    // The lines carry the chain: each commit names the hash of the one before it.
+    for (let i = 1; i < lines.length; i++) expect(lines[i]!['prev_hash']).toBe(lines[i - 1]!['commit_hash']);
     const replay = await cli('replay', '--job', 'cli-j1', '--json');
     expect(replay.code).toBe(0);
     const events = (JSON.parse(replay.stdout) as { job: { events: { seq: number; accepted: boolean }[] } }).job.events;

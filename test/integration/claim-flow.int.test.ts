@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { JetStreamManager } from '@nats-io/jetstream';
@@ -197,7 +197,7 @@ describe('claim requests', () => {
     expect(typo.json()).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
   });
 
-  test('two writers of one partition (split brain): the deposed one is refused by the stream, one run opens per job', async ({ task }) => {
+  test('two writers of one partition (split brain): one commit per race is stored, the earlier epoch steps down, one run opens per job', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const other = await startFileNode();
     try {
@@ -207,12 +207,12 @@ describe('claim requests', () => {
       await caughtUp(node, jsm);
       const [leader, deposed] = node.leadership.isLeader(queue) ? [node, other] : [other, node];
       expect(leader.leadership.isLeader(queue)).toBe(true);
-      // The other node believes it leads too (a lease it thinks it still holds): a writer of its
-      // own on the same partition, from the same tip.
+      // The other node leads too, under a later epoch (it took the lease; the leader has not
+      // heard yet): a writer of its own on the same partition, from the same tip.
       const partition = queuePartition(queue);
       const tip = await readPartitionTip(jsm, partition);
       const rogue = new PartitionWriter(deposed.nc, deposed.events, {
-        partition, node: deposed.name, epoch: 1, tip, onCommitted: () => undefined, refoldTo: (seq) => deposed.tail.waitFor(seq), log: deposed.log,
+        partition, node: deposed.name, epoch: leader.leadership.epochOf(queue) + 1, tip, onCommitted: () => undefined, refoldTo: (seq) => deposed.tail.waitFor(seq), log: deposed.log,
       });
       const claimEvent = (n: DocketNode, jobId: string) =>
         envelope(n.context, 'job.claimed', { queue, jobId }, `e${n.name}${jobId}`, { run_id: `${n.name}-${jobId.slice(0, 8)}`, worker: n.name, host: 'h', pid: 1, version: 'v', lease_ms: 60_000 });
@@ -235,6 +235,15 @@ describe('claim requests', () => {
         winners.push({ job_id: jobId, run_id: record.state.run.context.run_id! });
       }
       rogue.close(new Error('test over'));
+      // Once the later writer's commit was seen, the leader stepped down; it leads again (a new
+      // lease, a later epoch) on the next request, folded to the tip first.
+      await leadNow(nc, queue, [node, other]);
+      // Leadership may still move once (both nodes compete for the freed lease): `unavailable`
+      // says retry, as the SDK does.
+      for (const job of winners) {
+        await vi.waitFor(async () => expect((await complete(nc, queue, job)).ok).toBe(true), { timeout: 15_000, interval: 100 });
+      }
+      winners.length = 0;
       const log = await queueLog(nc, queue);
       expect(log.filter((e) => e.type === 'job.claimed')).toHaveLength(10);
       expect(doubleOpenRuns(log)).toEqual([]);

@@ -11,7 +11,7 @@ import type { Client } from '../../src/client/client.js';
 import { ManualClock, toIso } from '../../src/clock.js';
 import { DocketError } from '../../src/errors.js';
 import { canonicalJson } from '../../src/ids.js';
-import { subjects } from '../../src/nats/subjects.js';
+import { queuePartition, subjects } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { consumerListening, countEvents, lastSeq, openResources, queueLog, rawRequest, request, startTrackedNode, streamMessages, take, uniqueQueue, closeTestFile, connectTestClients } from '../support/docket.js';
@@ -337,7 +337,7 @@ describe('get, list, progress', () => {
         seq: log[0]!.seq,
       }),
       run: null,
-      history: log.map((e) => ({ seq: e.seq, type: e.type, id: e.id, time: toIso(clock.now()) })),
+      history: log.map((e) => ({ seq: e.seq, index: e.index, type: e.type, id: e.id, time: toIso(clock.now()) })),
     });
     expect((await rejection(client.get('nope'))).code).toBe('not_found');
   });
@@ -456,7 +456,7 @@ describe('events()', () => {
     await client.submit({ queue }); // before: not delivered
     const it = client.events({ queue, from: 'now' })[Symbol.asyncIterator]();
     const first = it.next();
-    await consumerListening(jsm, subjects.jobs(queue));
+    await consumerListening(jsm, subjects.partition(queuePartition(queue)));
     const b = await client.submit({ queue });
     const got = await first;
     await it.return?.(undefined);

@@ -9,10 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState } from '../../machines/index.js';
+import { evolveJob, INITIAL_JOB_STATE, positionOf, type JobEvent, type JobState } from '../../machines/index.js';
 import { Client } from '../../src/client/client.js';
 import { Worker } from '../../src/client/worker.js';
-import { STREAM } from '../../src/nats/subjects.js';
+import { decodeCommit } from '../../src/nats/codec.js';
+import { STREAM, subjects } from '../../src/nats/subjects.js';
+import { readLog } from '../../src/store/read-log.js';
 import { startDocketProcess, type DocketProcess } from '../support/docket-process.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 
@@ -32,15 +34,16 @@ afterAll(async () => {
   rmSync(dataDir, { recursive: true, force: true });
 });
 
-/** Reads every message of the stream (it is quiet by then) as (seq, subject, event). */
+/** Reads every commit of the stream (it is quiet by then) as events (position, live subject, event). */
 async function readWholeLog(client: Client): Promise<{ seq: number; subject: string; event: JobEvent }[]> {
   const jsm = await jetstreamManager(client.nc);
   const last = (await jsm.streams.info(STREAM)).state.last_seq;
   const out: { seq: number; subject: string; event: JobEvent }[] = [];
   if (last === 0) return out;
-  for await (const item of client.events({ from: 'all' })) {
-    out.push({ seq: item.seq, subject: item.subject, event: item.event as JobEvent });
-    if (item.seq >= last) break;
+  for await (const m of readLog(client.nc, { toSeq: last })) {
+    decodeCommit(m.data).events.forEach((event, index) => {
+      out.push({ seq: positionOf(m.seq, index), subject: subjects.job(event.queue ?? '', event.aggregate.id), event: event as JobEvent });
+    });
   }
   return out;
 }

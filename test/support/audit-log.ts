@@ -1,29 +1,46 @@
 /**
  * Builds job histories for the audit and replay tests: legal lifecycles (submit, claim,
  * succeed/fail, retries as new jobs with derived ids) and hand-made tampering. A history is a
- * list of entries; `toRecorded` turns it into stored messages as DOCKET would hold them (for the
- * pure tests), `publishHistory` appends it to a real stream with docket's headers.
+ * list of events, each in its partition; `toRecorded` packs them into commits as DOCKET would
+ * hold them (one event per commit unless grouped with `together` or `eventsPerCommit`, with the
+ * right expected sequence and hash chain unless an entry overrides them), and `publishHistory`
+ * appends the commits to a real stream with docket's headers.
  */
 import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
-import { jetstream, type PubAck } from '@nats-io/jetstream';
-import type { Envelope, JobEvent, JobEventType } from '../../machines/index.js';
-import type { RecordedMessage } from '../../src/audit/index.js';
+import { jetstream, jetstreamManager, type PubAck } from '@nats-io/jetstream';
+import type { JobEvent, JobEventType } from '../../machines/index.js';
+import type { EventRef, RecordedMessage } from '../../src/audit/index.js';
+import { commitHash } from '../../src/nats/codec.js';
+import { EXPECTED_HEADER, MSG_ID_HEADER, STREAM } from '../../src/nats/subjects.js';
 import { retryJobId } from '../../src/ids.js';
 
 export const T0 = Date.parse('2030-01-01T00:00:00.000Z');
 
-export interface EntryHeaders {
+/** What an entry's commit carries instead of the right values (an entry with any starts a commit of its own). */
+export interface CommitOverrides {
   /** The expected last subject sequence to send; null sends none (an unguarded append); undefined computes the right one. */
   readonly expected?: number | null;
-  /** The Nats-Msg-Id to send; null sends none; undefined sends the event id. */
+  /** The Nats-Msg-Id to send; null sends none; undefined sends the commit id. */
   readonly msgId?: string | null;
+  /** The commit's prev_hash; undefined computes the right one. */
+  readonly prevHash?: string | null;
+  /** The commit's `partition` field; undefined: where it is stored. */
+  readonly partition?: string;
+  readonly epoch?: number;
+  readonly node?: string;
+  readonly commitId?: string;
 }
 
 export interface HistoryEntry {
-  readonly subject: string;
-  /** The envelope, or raw bytes for an undecodable message. */
-  readonly event: Envelope | Uint8Array;
-  readonly headers: EntryHeaders;
+  /** `q.<queue>` or `sys`: where its commit is stored. */
+  readonly partition: string;
+  /** The event (an envelope, or any value for an undecodable event). */
+  readonly event?: unknown;
+  /** The whole stored payload of a commit (instead of an event). */
+  readonly payload?: Uint8Array;
+  readonly commit: CommitOverrides;
+  /** Entries of one group (consecutive, one partition) share a commit. */
+  readonly group: number | null;
 }
 
 interface JobInfo {
@@ -52,6 +69,8 @@ export class History {
   readonly entries: HistoryEntry[] = [];
   private readonly jobs = new Map<string, JobInfo>();
   private counter = 0;
+  private groups = 0;
+  private group: number | null = null;
   nowMs: number;
 
   constructor(
@@ -77,34 +96,58 @@ export class History {
     return info;
   }
 
+  /** The subject of the job's partition. */
   subjectOf(jobId: string): string {
-    return `docket.evt.job.${this.info(jobId).queue}.${jobId}`;
+    return `docket.log.q.${this.info(jobId).queue}`;
   }
 
-  /** Appends any event of a known job, legal or not. */
-  event<T extends JobEventType>(jobId: string, type: T, data: Extract<JobEvent, { type: T }>['data'], headers: EntryHeaders = {}, time?: string): Extract<JobEvent, { type: T }> {
+  /** Events added inside `fn` are stored in one commit (per partition). */
+  together(fn: () => void): this {
+    const outer = this.group;
+    this.groups += 1;
+    this.group = this.groups;
+    try {
+      fn();
+    } finally {
+      this.group = outer;
+    }
+    return this;
+  }
+
+  private push(partition: string, event: unknown, commit: CommitOverrides): void {
+    this.entries.push({ partition, event, commit, group: this.group });
+  }
+
+  /** Appends any event of a known job, legal or not. `commit` overrides what its commit carries. */
+  event<T extends JobEventType>(jobId: string, type: T, data: Extract<JobEvent, { type: T }>['data'], commit: CommitOverrides = {}, time?: string): Extract<JobEvent, { type: T }> {
     const info = this.info(jobId);
     this.counter += 1;
     const event = {
-      v: 1,
       id: `${this.prefix}-e${this.counter}`,
       type,
       time: time ?? this.nextTime(),
+      aggregate: { kind: 'job', id: jobId },
       queue: info.queue,
       data,
       meta: { node: 'test-node' },
     } as Extract<JobEvent, { type: T }>;
-    this.entries.push({ subject: `docket.evt.job.${info.queue}.${jobId}`, event, headers });
+    this.push(`q.${info.queue}`, event, commit);
     return event;
   }
 
-  /** Appends raw bytes (or any envelope) on a subject. */
-  raw(subject: string, event: Envelope | Uint8Array, headers: EntryHeaders = {}): this {
-    this.entries.push({ subject, event, headers });
+  /** Appends any value as an event of `partition` (an envelope of another aggregate, or something that is none). */
+  raw(partition: string, event: unknown, commit: CommitOverrides = {}): this {
+    this.push(partition, event, commit);
     return this;
   }
 
-  submit(queue: string, jobId: string, options: SubmitOptions = {}, headers: EntryHeaders = {}): string {
+  /** Appends a commit whose whole stored payload is `payload` (an undecodable commit). */
+  rawCommit(partition: string, payload: Uint8Array, commit: CommitOverrides = {}): this {
+    this.entries.push({ partition, payload, commit, group: null });
+    return this;
+  }
+
+  submit(queue: string, jobId: string, options: SubmitOptions = {}, commit: CommitOverrides = {}): string {
     const time = this.nextTime();
     const runAtMs = Date.parse(time) + (options.delayMs ?? 0);
     this.jobs.set(jobId, { queue, attempt: options.attempt ?? 1, maxAttempts: options.maxAttempts ?? 3, runId: null, runs: 0, runAtMs });
@@ -124,29 +167,29 @@ export class History {
         retry_of: options.retryOf ?? null,
         waiting: options.waiting ?? false,
       },
-      headers,
+      commit,
       time,
     );
     return jobId;
   }
 
   /** Claims the job; the clock first moves to its run_at when that is later. */
-  claim(jobId: string, options: { runId?: string; worker?: string; time?: string } = {}, headers: EntryHeaders = {}): string {
+  claim(jobId: string, options: { runId?: string; worker?: string; time?: string } = {}, commit: CommitOverrides = {}): string {
     const info = this.info(jobId);
     if (options.time === undefined && this.nowMs + 1000 < info.runAtMs) this.nowMs = info.runAtMs;
     info.runs += 1;
     const runId = options.runId ?? `${jobId}-run${info.runs}`;
     info.runId = runId;
-    this.event(jobId, 'job.claimed', { run_id: runId, worker: options.worker ?? 'w1', host: 'host-a', pid: 4242, version: '1.0.0', lease_ms: 30_000 }, headers, options.time);
+    this.event(jobId, 'job.claimed', { run_id: runId, worker: options.worker ?? 'w1', host: 'host-a', pid: 4242, version: '1.0.0', lease_ms: 30_000 }, commit, options.time);
     return runId;
   }
 
-  succeed(jobId: string, options: { runId?: string } = {}, headers: EntryHeaders = {}): this {
-    this.event(jobId, 'job.succeeded', { run_id: options.runId ?? this.info(jobId).runId ?? 'none', result: { ok: true } }, headers);
+  succeed(jobId: string, options: { runId?: string } = {}, commit: CommitOverrides = {}): this {
+    this.event(jobId, 'job.succeeded', { run_id: options.runId ?? this.info(jobId).runId ?? 'none', result: { ok: true } }, commit);
     return this;
   }
 
-  fail(jobId: string, options: { runId?: string; reason?: 'error' | 'lease_expired' | 'crash_recovery'; retryable?: boolean } = {}, headers: EntryHeaders = {}): this {
+  fail(jobId: string, options: { runId?: string; reason?: 'error' | 'lease_expired' | 'crash_recovery'; retryable?: boolean } = {}, commit: CommitOverrides = {}): this {
     this.event(
       jobId,
       'job.failed',
@@ -155,7 +198,7 @@ export class History {
         reason: options.reason ?? 'error',
         error: options.reason === undefined || options.reason === 'error' ? { message: 'boom', ...(options.retryable === undefined ? {} : { retryable: options.retryable }) } : null,
       },
-      headers,
+      commit,
     );
     return this;
   }
@@ -176,12 +219,12 @@ export class History {
   }
 
   /** Submits the retry of a failed job: derived id, attempt + 1, run_at after `delayMs`. */
-  retry(failedJobId: string, options: { delayMs?: number; id?: string; attempt?: number } = {}, headers: EntryHeaders = {}): string {
+  retry(failedJobId: string, options: { delayMs?: number; id?: string; attempt?: number } = {}, commit: CommitOverrides = {}): string {
     const failed = this.info(failedJobId);
     const attempt = options.attempt ?? failed.attempt + 1;
     // As the retrier derives it: from the failed job and its attempt.
     const id = options.id ?? retryJobId(failedJobId, failed.attempt);
-    return this.submit(failed.queue, id, { attempt, maxAttempts: failed.maxAttempts, retryOf: failedJobId, delayMs: options.delayMs ?? 2000 }, headers);
+    return this.submit(failed.queue, id, { attempt, maxAttempts: failed.maxAttempts, retryOf: failedJobId, delayMs: options.delayMs ?? 2000 }, commit);
   }
 
   /** A whole job that succeeds: submit, claim, artifact, succeed. */
@@ -211,60 +254,137 @@ export class History {
   }
 }
 
-const encoder = new TextEncoder();
-
-function bytesOf(entry: HistoryEntry): Uint8Array {
-  return entry.event instanceof Uint8Array ? entry.event : encoder.encode(JSON.stringify(entry.event));
+export interface PlannedCommit {
+  readonly partition: string;
+  readonly events: unknown[];
+  readonly payload: Uint8Array | null;
+  readonly overrides: CommitOverrides;
+  /** The entries it holds, by index in the history. */
+  readonly entries: number[];
+  readonly group: number | null;
 }
 
-function idOf(entry: HistoryEntry): string | null {
-  if (entry.headers.msgId !== undefined) return entry.headers.msgId;
-  return entry.event instanceof Uint8Array ? null : entry.event.id;
+export interface PackOptions {
+  /** Consecutive events of one partition (without overrides) per commit. @defaultValue 1 */
+  readonly eventsPerCommit?: number;
 }
 
-/** The messages DOCKET would hold after these appends, from `firstSeq` on, stored 1 ms apart from `T0`. */
-export function toRecorded(entries: readonly HistoryEntry[], firstSeq = 1): RecordedMessage[] {
-  const last = new Map<string, number>();
-  return entries.map((entry, i) => {
-    const seq = firstSeq + i;
-    const right = last.get(entry.subject) ?? 0;
-    last.set(entry.subject, seq);
-    const expected = entry.headers.expected === undefined ? right : entry.headers.expected;
-    return { seq, subject: entry.subject, time: T0 + i, msgId: idOf(entry), expectedLastSubjectSeq: expected, data: bytesOf(entry) };
+function hasOverrides(o: CommitOverrides): boolean {
+  return Object.keys(o).length > 0;
+}
+
+/** Groups entries into commits: one per entry, unless grouped (`together`) or packed (`eventsPerCommit`). */
+export function planCommits(entries: readonly HistoryEntry[], options: PackOptions = {}): PlannedCommit[] {
+  const cap = options.eventsPerCommit ?? 1;
+  const out: PlannedCommit[] = [];
+  entries.forEach((entry, i) => {
+    const open = out[out.length - 1];
+    if (entry.payload === undefined && open !== undefined && open.payload === null && open.partition === entry.partition) {
+      const grouped = entry.group !== null && open.group === entry.group;
+      const packed = entry.group === null && open.group === null && cap > 1 && open.events.length < cap && !hasOverrides(entry.commit) && !hasOverrides(open.overrides);
+      if (grouped || packed) {
+        open.events.push(entry.event);
+        open.entries.push(i);
+        if (grouped && hasOverrides(entry.commit)) Object.assign(open.overrides, entry.commit);
+        return;
+      }
+    }
+    out.push({ partition: entry.partition, events: entry.payload === undefined ? [entry.event] : [], payload: entry.payload ?? null, overrides: { ...entry.commit }, entries: [i], group: entry.group });
   });
+  return out;
+}
+
+/** The payload docket would store for a planned commit. */
+function payloadOf(planned: PlannedCommit, commitId: string, prevHash: string | null): Uint8Array {
+  if (planned.payload !== null) return planned.payload;
+  const o = planned.overrides;
+  const commit = {
+    v: 2,
+    commit: commitId,
+    partition: o.partition ?? planned.partition,
+    writer: { node: o.node ?? 'test-node', epoch: o.epoch ?? 1 },
+    prev_hash: o.prevHash === undefined ? prevHash : o.prevHash,
+    events: planned.events,
+  };
+  return Buffer.from(JSON.stringify(commit));
+}
+
+export interface RecordedLog {
+  readonly messages: RecordedMessage[];
+  /** Where each entry of the history is stored (index null for a raw commit). */
+  readonly positions: EventRef[];
+}
+
+/** The commits DOCKET would hold after these appends, from `firstSeq` on, stored 1 ms apart from `T0`, and where each entry landed. */
+export function recordLog(entries: readonly HistoryEntry[], firstSeq = 1, options: PackOptions = {}): RecordedLog {
+  const last = new Map<string, { seq: number; hash: string | null }>();
+  const positions: EventRef[] = new Array<EventRef>(entries.length);
+  const messages = planCommits(entries, options).map((planned, i) => {
+    const seq = firstSeq + i;
+    const subject = `docket.log.${planned.partition}`;
+    const tip = last.get(subject) ?? { seq: 0, hash: null };
+    const o = planned.overrides;
+    const commitId = o.commitId ?? `c${seq}`;
+    const data = payloadOf(planned, commitId, tip.hash);
+    last.set(subject, { seq, hash: commitHash(data) });
+    planned.entries.forEach((entry, index) => (positions[entry] = { seq, index: planned.payload === null ? index : null }));
+    return {
+      seq,
+      subject,
+      time: T0 + i,
+      msgId: o.msgId === undefined ? commitId : o.msgId,
+      expectedLastSubjectSeq: o.expected === undefined ? tip.seq : o.expected,
+      data,
+    };
+  });
+  return { messages, positions };
+}
+
+/** The commits DOCKET would hold after these appends (see `recordLog`). */
+export function toRecorded(entries: readonly HistoryEntry[], firstSeq = 1, options: PackOptions = {}): RecordedMessage[] {
+  return recordLog(entries, firstSeq, options).messages;
 }
 
 /**
- * Appends the entries to DOCKET in order with docket's headers (`Nats-Msg-Id`, and
- * `Nats-Expected-Last-Subject-Sequence` from the subject's real last sequence), or the overrides
- * an entry carries. Returns each entry's stream sequence. Throws when the server refuses one.
+ * Appends the entries' commits to DOCKET in order with docket's headers (`Nats-Msg-Id` = the
+ * commit id, `Nats-Expected-Last-Subject-Sequence` = the partition's real last sequence) and
+ * the hash chain over what the partition really holds, or the overrides an entry carries.
+ * Returns each entry's stream sequence. Throws when the server refuses one.
  */
-export async function publishHistory(nc: NatsConnection, entries: readonly HistoryEntry[]): Promise<number[]> {
+export async function publishHistory(nc: NatsConnection, entries: readonly HistoryEntry[], options: PackOptions = {}): Promise<number[]> {
   const js = jetstream(nc);
-  const last = new Map<string, number>();
-  const seqs: number[] = [];
-  for (const entry of entries) {
+  const last = new Map<string, { seq: number; hash: string | null }>();
+  const seqs: number[] = new Array<number>(entries.length);
+  const run = Math.random().toString(36).slice(2, 10);
+  let n = 0;
+  for (const planned of planCommits(entries, options)) {
+    const subject = `docket.log.${planned.partition}`;
+    const tip = last.get(subject) ?? (await tipOf(nc, subject));
+    const o = planned.overrides;
+    n += 1;
+    const commitId = o.commitId ?? `t-${run}-c${n}`;
+    const data = payloadOf(planned, commitId, tip.hash);
     const h = natsHeaders();
-    const msgId = idOf(entry);
-    if (msgId !== null) h.set('Nats-Msg-Id', msgId);
-    const expected = entry.headers.expected === undefined ? (last.get(entry.subject) ?? (await lastOnSubject(nc, entry.subject))) : entry.headers.expected;
-    if (expected !== null) h.set('Nats-Expected-Last-Subject-Sequence', String(expected));
-    const ack: PubAck = await js.publish(entry.subject, bytesOf(entry), { headers: h });
-    if (ack.duplicate) throw new Error(`publishHistory: ${entry.subject} was a duplicate`);
-    last.set(entry.subject, ack.seq);
-    seqs.push(ack.seq);
+    const msgId = o.msgId === undefined ? commitId : o.msgId;
+    if (msgId !== null) h.set(MSG_ID_HEADER, msgId);
+    const expected = o.expected === undefined ? tip.seq : o.expected;
+    if (expected !== null) h.set(EXPECTED_HEADER, String(expected));
+    const ack: PubAck = await js.publish(subject, data, { headers: h });
+    if (ack.duplicate) throw new Error(`publishHistory: a commit on ${subject} was a duplicate`);
+    last.set(subject, { seq: ack.seq, hash: commitHash(data) });
+    for (const entry of planned.entries) seqs[entry] = ack.seq;
   }
   return seqs;
 }
 
-async function lastOnSubject(nc: NatsConnection, subject: string): Promise<number> {
-  const { jetstreamManager } = await import('@nats-io/jetstream');
+/** The partition's last stored commit: its sequence and the hash of its payload. */
+async function tipOf(nc: NatsConnection, subject: string): Promise<{ seq: number; hash: string | null }> {
   const jsm = await jetstreamManager(nc);
   try {
-    const m = await jsm.streams.getMessage('DOCKET', { last_by_subj: subject });
-    return m?.seq ?? 0;
+    const m = await jsm.streams.getMessage(STREAM, { last_by_subj: subject });
+    return m ? { seq: m.seq, hash: commitHash(m.data) } : { seq: 0, hash: null };
   } catch {
-    return 0;
+    return { seq: 0, hash: null };
   }
 }
 
