@@ -47,6 +47,13 @@ function describeIssue(issue: z.core.$ZodIssue): string {
   return `${path}: ${issue.message}`;
 }
 
+/** An issue's message without its path (the details carry the path beside it). */
+function issueMessage(issue: z.core.$ZodIssue): string {
+  if (issue.code !== 'unrecognized_keys') return issue.message;
+  const keys = issue.keys.slice(0, 3).map(nameOf);
+  return `unknown field${issue.keys.length > 1 ? 's' : ''} ${keys.join(', ')}${issue.keys.length > 3 ? ` and ${issue.keys.length - 3} more` : ''}`;
+}
+
 /**
  * Command fields named like Object.prototype's own. JSON.parse makes `__proto__` an own key,
  * which zod copies by assignment (so it vanishes into the prototype of zod's output) and which
@@ -79,7 +86,7 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): z.infe
     const { issues } = result.error;
     const more = issues.length > MAX_ISSUES_MESSAGE ? `; and ${issues.length - MAX_ISSUES_MESSAGE} more` : '';
     throw new InvalidRequestError(issues.slice(0, MAX_ISSUES_MESSAGE).map(describeIssue).join('; ') + more, {
-      details: { issues: issues.slice(0, MAX_ISSUES_DETAILS).map((i) => ({ path: pathOf(i.path), message: describeIssue(i) })), ...(issues.length > MAX_ISSUES_DETAILS ? { issue_count: issues.length } : {}) },
+      details: { issues: issues.slice(0, MAX_ISSUES_DETAILS).map((i) => ({ path: pathOf(i.path), message: issueMessage(i) })), ...(issues.length > MAX_ISSUES_DETAILS ? { issue_count: issues.length } : {}) },
     });
   }
   return result.data;

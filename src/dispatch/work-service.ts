@@ -150,8 +150,13 @@ export class WorkService {
       if (!parsed) throw badWorkSubject(msg.subject);
       // Said the same whether it led the queue once or never did: a stale forward or a request
       // sent to this node's inbox directly; either way the sender looks the leader up again.
-      if (!this.leadership.isLeader(parsed.queue)) throw new UnavailableError(`this node does not lead queue ${parsed.queue}; retry`);
-      const result = await this.handle(parsed.queue, parsed.verb, parseJson(msg.data));
+      const body = parseJson(msg.data);
+      if (!this.leadership.isLeader(parsed.queue)) {
+        // Bad input is refused as such wherever it lands; only a good request is worth a retry.
+        validateWork(parsed.verb, body);
+        throw new UnavailableError(`this node does not lead queue ${parsed.queue}; retry`);
+      }
+      const result = await this.handle(parsed.queue, parsed.verb, body);
       this.respond(msg, { ok: true, ...result });
     } catch (err) {
       this.respond(msg, errorReply(err, this.log));
@@ -159,17 +164,19 @@ export class WorkService {
   }
 
   private async handle(queue: string, verb: WorkVerb, body: unknown): Promise<Record<string, unknown>> {
-    // Served once the queue's writer serves: folded to the partition's tip, leases adopted.
-    await this.ctx.writer(queue);
+    // Each is served once the queue's writer serves (folded to the partition's tip, leases
+    // adopted), and validated before that: bad input is refused as such wherever it lands.
     switch (verb) {
       case 'claim': {
         const request = validate(claimSchema, body);
+        await this.ctx.writer(queue);
         const dispatcher = this.dispatcherFor(queue);
         if (!dispatcher) throw new UnavailableError(`no dispatcher for ${queue}; retry`);
         return { jobs: await dispatcher.claim(request) };
       }
       case 'heartbeat': {
         const request = validate(heartbeatSchema, body);
+        await this.ctx.writer(queue);
         const lost = this.leases.heartbeat(queue, request.run_ids);
         if (request.progress !== undefined && this.log.isLevelEnabled('debug')) {
           // Only runs this worker holds: a progress for any other run id is nobody's to report.
@@ -185,6 +192,7 @@ export class WorkService {
         const finish = verb === 'complete' ? completeRun : failRun;
         if (isBatch(body)) {
           const request = validate(verb === 'complete' ? completeBatchSchema : failBatchSchema, body);
+          await this.ctx.writer(queue);
           // Decided together, they join one commit; each run is answered on its own.
           const runs = await Promise.all(
             request.runs.map((item) =>
@@ -197,6 +205,7 @@ export class WorkService {
           return { runs, ...(await this.claimNext(queue, request.next)) };
         }
         const request = validate(verb === 'complete' ? completeSchema : failSchema, body);
+        await this.ctx.writer(queue);
         const done = await (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, request);
         return { ...done, ...(await this.claimNext(queue, request.next)) };
       }

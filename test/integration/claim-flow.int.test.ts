@@ -9,6 +9,7 @@
  * (checked after each test), so a clock move in one test lapses nothing of another's.
  */
 import { queuePartition } from '../../src/nats/subjects.js';
+import { positionOf } from '../../machines/index.js';
 import { PartitionWriter, readPartitionTip } from '../../src/store/partition-writer.js';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -117,12 +118,15 @@ describe('claim order', () => {
 
     // Each claim carries what a worker needs, and one job.claimed opened each run.
     const head = first[0]!;
-    expect(head).toEqual({ job_id: ids[3], run_id: expect.any(String), queue, key: null, params: { i: 3 }, attempt: 1, max_attempts: 2, lease_ms: 60_000 });
+    expect(head).toEqual({ job_id: ids[3], run_id: expect.any(String), queue, key: null, params: { i: 3 }, attempt: 1, max_attempts: 2, lease_ms: 60_000, fencing_token: expect.any(Number) });
     const claimed = [...first, ...second, ...rest];
     expect(new Set(claimed.map((j) => j.run_id)).size).toBe(8);
     const log = await queueLog(nc, queue);
     const claimEvents = log.filter((e) => e.type === 'job.claimed');
     expect(claimEvents.map((e) => e.data['run_id'])).toEqual(claimed.map((j) => j.run_id));
+    // Each run's fencing token is its claim's position in the log: strictly increasing.
+    expect(claimed.map((j) => j.fencing_token)).toEqual(claimEvents.map((e) => positionOf(e.seq, e.index)));
+    expect(claimed.map((j) => j.fencing_token)).toEqual([...claimed.map((j) => j.fencing_token)].sort((a, b) => a - b));
     expect(claimEvents[0]!.data).toMatchObject({ worker: 'test-worker', lease_ms: 60_000 });
     const detail = await client.get(head.job_id);
     expect(detail.job.status).toBe('running');

@@ -82,7 +82,7 @@ test('--file refuses --params and --wait, and names each refused line on a line 
   expect(refused.stderr.split('\n')).toEqual([
     'error invalid_request: 3 lines refused (nothing from line 1 on was submitted; the 0 jobs before it were)',
     'line 2: priority: Too big: expected number to be <=255',
-    'line 3: Unrecognized key: "bogus"',
+    'line 3: unknown field bogus',
     'line 5: priority: Too small: expected number to be >=0; max_attempts: Too small: expected number to be >=1',
     '',
   ]);
@@ -108,7 +108,7 @@ test('a request over the server max_payload is refused as invalid_request with t
     (err: unknown) => err,
   );
   expect(error).toMatchObject({ code: 'invalid_request', details: { max_payload: 1024 * 1024 } });
-  expect((error as Error).message).toMatch(/^the submit request is \d+ bytes, more than the server's max_payload of 1048576$/);
+  expect((error as Error).message).toMatch(/^the request \(\d+ bytes\) exceeds the server's max payload of 1048576 bytes$/);
 });
 
 test('submit --wait prints the result when the job ends and exits 0 only on success', async () => {

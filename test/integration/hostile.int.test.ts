@@ -91,7 +91,7 @@ describe('item 1: every reply is bounded, nothing escapes a handler', () => {
     const subjects = [
       ...['submit', 'cancel', 'retry', 'move', 'get', 'list', 'progress', 'frobnicate', 'v'.repeat(3_000)].map((verb) => `docket.cmd.${verb}`),
       ...WORK_VERBS.map((verb) => `docket.work.${queue}.${verb}`),
-      // The leader's own inbox (this node leads the queue after the claim above).
+      // The leader inbox of this node (whether or not it leads the queue: bad input is refused as such).
       `docket.leader.${node.name}.${queue}.heartbeat`,
     ];
     for (const subject of subjects) {
