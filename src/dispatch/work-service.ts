@@ -193,16 +193,21 @@ export class WorkService {
         if (isBatch(body)) {
           const request = validate(verb === 'complete' ? completeBatchSchema : failBatchSchema, body);
           await this.ctx.writer(queue);
-          // Decided together, they join one commit; each run is answered on its own.
-          const runs = await Promise.all(
-            request.runs.map((item) =>
-              (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, item).then(
-                (done) => ({ ok: true as const, ...done }),
-                (err: unknown) => ({ ok: false as const, job_id: item.job_id, error: (err instanceof DocketError ? err : new UnavailableError(coerceError(err).message)).toBody() }),
+          // Decided together, the runs' ends and the claim for the slots they free join one
+          // commit (a refused end frees its worker's slot all the same); each run is answered
+          // on its own.
+          const [runs, next] = await Promise.all([
+            Promise.all(
+              request.runs.map((item) =>
+                (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, item).then(
+                  (done) => ({ ok: true as const, ...done }),
+                  (err: unknown) => ({ ok: false as const, job_id: item.job_id, error: (err instanceof DocketError ? err : new UnavailableError(coerceError(err).message)).toBody() }),
+                ),
               ),
             ),
-          );
-          return { runs, ...(await this.claimNext(queue, request.next)) };
+            this.claimNext(queue, request.next),
+          ]);
+          return { runs, ...next };
         }
         const request = validate(verb === 'complete' ? completeSchema : failSchema, body);
         await this.ctx.writer(queue);
