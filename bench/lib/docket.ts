@@ -23,6 +23,8 @@ export interface ClientApi {
   submit(job: SubmitSpec): Promise<{ job_id: string; status: string; created: boolean }>;
   submitBatch(jobs: readonly SubmitSpec[]): Promise<{ jobs: ({ ok: boolean; job_id?: string; error?: { code: string; message: string } })[] }>;
   events(options: { queue?: string; types?: readonly string[]; signal?: AbortSignal }): AsyncIterable<unknown>;
+  /** Live events (core NATS), subscribed once `ready` resolves. */
+  live(options: { queue?: string; types?: readonly string[]; signal?: AbortSignal }): AsyncIterable<{ aggregate: { id: string } }> & { ready: Promise<void> };
   close(): Promise<void>;
 }
 
@@ -176,13 +178,5 @@ export function tempDir(prefix: string): { path: string; remove(): void } {
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
 }
 
-/** The job id in one item of `client.events()` (`{ seq, subject, event }`). */
-export function jobIdOfRecorded(item: unknown): string {
-  const it = item as { subject?: string; event?: { data?: { job_id?: string } }; job_id?: string };
-  if (typeof it.subject === 'string') return it.subject.slice(it.subject.lastIndexOf('.') + 1);
-  if (typeof it.job_id === 'string') return it.job_id;
-  if (typeof it.event?.data?.job_id === 'string') return it.event.data.job_id;
-  throw new Error(`cannot find a job id in an events() item with keys ${Object.keys(it).join(', ')}`);
-}
 
 export type { ChildProcess };

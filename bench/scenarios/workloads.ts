@@ -8,7 +8,7 @@
  */
 import * as bull from '../lib/bullmq.js';
 import { measured, NotAvailableError, percentile, type Group, type Measurement, type RowDef } from '../lib/harness.js';
-import { acknowledged, connectClient, jobIdOfRecorded, workerClass } from '../lib/docket.js';
+import { acknowledged, connectClient, workerClass } from '../lib/docket.js';
 import { redisOf, withDocket, type BenchEnv } from '../lib/env.js';
 import { jobEvent, subjectOf } from '../lib/events.js';
 import { leanAppendCeiling } from '../lib/jetstream.js';
@@ -167,21 +167,22 @@ export function latencyGroup(env: BenchEnv): Group {
           const abort = new AbortController();
           const waiting = new Map<string, () => void>();
           const early = new Set<string>();
-          // One events() subscription for the whole loop, opened before the first submit.
-          const events = watcher.events({ queue: 'latency', types: ['job.succeeded', 'job.failed'], signal: abort.signal });
+          // One live-event subscription for the whole loop (docket.evt.job.latency.>, core NATS:
+          // the leader publishes each event once its commit is acknowledged), in place before
+          // the first submit. BullMQ's waitUntilFinished also listens to events its server pushes.
+          const events = watcher.live({ queue: 'latency', types: ['job.succeeded', 'job.failed'], signal: abort.signal });
+          await events.ready;
           const iterator = events[Symbol.asyncIterator]();
           const pump = (async () => {
             for (;;) {
               const next = await iterator.next();
               if (next.done) return;
-              const id = jobIdOfRecorded(next.value);
+              const id = next.value.aggregate.id;
               const resolve = waiting.get(id);
               if (resolve) resolve();
               else early.add(id);
             }
           })();
-          // events() subscribes lazily on the first pull; give the consumer a moment to exist.
-          await new Promise((r) => setTimeout(r, 300));
           try {
             const samples: number[] = [];
             const m = await measured(run.roles(), async () => {

@@ -222,9 +222,49 @@ export class Client {
     return new EventStream(this.nc, options);
   }
 
+  /**
+   * Live events: each event a leader commits, published on core NATS right after its commit is
+   * acknowledged (`docket.evt.job.<queue>.<id>`), with its position. Not stored: what is
+   * published while nobody listens is gone; use `events()` for a durable, gap-free read. The
+   * subscription is in place once `ready` resolves.
+   */
+  live(options: LiveOptions = {}): LiveEvents {
+    const sub = this.nc.subscribe(options.queue === undefined ? subjects.jobs() : subjects.jobs(options.queue));
+    const types = options.types === undefined ? undefined : new Set(options.types);
+    options.signal?.addEventListener('abort', () => sub.unsubscribe(), { once: true });
+    const ready = this.nc.flush();
+    async function* read(): AsyncGenerator<LiveEvent> {
+      for await (const m of sub) {
+        let value: LiveEvent;
+        try {
+          value = m.json<LiveEvent>();
+        } catch {
+          continue; // not a docket event: someone else publishing on the subject
+        }
+        if (types && !types.has(value.type)) continue;
+        yield value;
+      }
+    }
+    return Object.assign(read(), { ready });
+  }
+
   async close(): Promise<void> {
     if (this.ownsConnection) await this.nc.drain();
   }
 }
+
+export interface LiveOptions {
+  /** Only this queue's jobs. */
+  readonly queue?: string;
+  /** Only these event types. */
+  readonly types?: readonly string[];
+  /** Unsubscribes (ends the iteration) when aborted. */
+  readonly signal?: AbortSignal;
+}
+
+/** A live event: the committed envelope with its position in the log. */
+export type LiveEvent = Envelope & { readonly position: EventPosition };
+
+export type LiveEvents = AsyncGenerator<LiveEvent> & { readonly ready: Promise<void> };
 
 export type { JobEvent };
