@@ -36,6 +36,38 @@ function namedRunId(event: JobEvent): string | null {
   return 'run_id' in event.data && typeof event.data.run_id === 'string' ? event.data.run_id : null;
 }
 
+/** What each event asks of a job, as a person would say it. */
+const VERBS: Record<JobEvent['type'], string> = {
+  'job.submitted': 'create',
+  'job.released': 'release',
+  'job.moved': 'move',
+  'job.claimed': 'claim',
+  'job.succeeded': 'complete',
+  'job.failed': 'fail',
+  'job.cancelled': 'cancel',
+  'job.ignored': 'ignore',
+  'job.skipped': 'skip',
+  'job.artifact_added': 'add an artifact to',
+};
+
+/** The state each event leads to, where "already" is the right word for a repeat. */
+const LEADS_TO: Partial<Record<JobEvent['type'], string>> = {
+  'job.cancelled': 'cancelled',
+  'job.ignored': 'ignored',
+  'job.skipped': 'skipped',
+  'job.succeeded': 'succeeded',
+  'job.failed': 'failed',
+  'job.claimed': 'running',
+};
+
+/** A refusal that speaks of the job, not of events: "cannot cancel job j1: it is already cancelled". */
+function refusalOf(candidate: JobEvent, state: JobState): string {
+  const status = state.job.value;
+  const already = LEADS_TO[candidate.type] === status ? 'already ' : '';
+  const id = candidate.aggregate?.id ?? state.job.context.job_id;
+  return `cannot ${VERBS[candidate.type]} job ${id}: it is ${already}${status}`;
+}
+
 /** Decides a candidate event by asking both machines. A refusal naming a run that does not hold the job is `stale_run`. */
 export function decideJob(state: JobState, candidate: JobEvent): Decision<JobEvent> {
   if (machineAccepts(jobMachine, state.job, candidate) && machineAccepts(jobRunMachine, state.run, candidate)) {
@@ -46,5 +78,5 @@ export function decideJob(state: JobState, candidate: JobEvent): Decision<JobEve
     const holds = state.run.value === 'running' && state.run.context.run_id === runId;
     if (!holds) return { ok: false, code: 'stale_run', reason: `run ${runId} does not hold job ${state.job.context.job_id}` };
   }
-  return { ok: false, code: 'invalid_transition', reason: `${candidate.type} is not allowed when the job is ${state.job.value}` };
+  return { ok: false, code: 'invalid_transition', reason: refusalOf(candidate, state) };
 }

@@ -16,7 +16,7 @@ import type { BenchConfig } from '../lib/config.js';
 const IN_FLIGHT = 1_024;
 
 interface EventStoreLike {
-  append(request: { subject: string; event: unknown; expectedSeq: number }): Promise<{ seq: number; duplicate: boolean }>;
+  append(request: { subject: string; payload: Uint8Array; msgId: string; expectedSeq: number }): Promise<{ seq: number; duplicate: boolean }>;
   close(): Promise<void>;
 }
 
@@ -81,7 +81,8 @@ export function substrateGroup(config: BenchConfig): Group {
         try {
           const m = await measured(roles(), () =>
             pool(n, IN_FLIGHT, async (i) => {
-              const appended = await store.append({ subject: subjectOf(i, queue), event: jobEvent(i, 0, queue), expectedSeq: 0 });
+              const event = jobEvent(i, 0, queue);
+              const appended = await store.append({ subject: subjectOf(i, queue), payload: envelopeBytes(event), msgId: event.id, expectedSeq: 0 });
               if (appended.duplicate) throw new Error('unexpected duplicate');
             }),
           );

@@ -127,6 +127,8 @@ export async function transitionJob(
   jobId: string,
   commandId: string | undefined,
   build: (record: JobRecord, eventId: string) => JobEvent,
+  /** Called once the event is accepted and handed to the writer (before its commit is stored). */
+  onDecided?: () => void,
 ): Promise<Transitioned> {
   const eventId = commandId === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(commandId, jobId);
   const writer = await ctx.writer((await findJob(ctx, jobId)).queue);
@@ -134,12 +136,17 @@ export async function transitionJob(
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   const record = loaded(ctx, jobId);
   const candidate = build(record, eventId);
-  if (holdsEvent(record, eventId)) return { record, event: candidate, replayed: true, position: positionIn(record, eventId) };
+  if (holdsEvent(record, eventId)) {
+    onDecided?.();
+    return { record, event: candidate, replayed: true, position: positionIn(record, eventId) };
+  }
   const decision = decideJob(record.state, candidate);
   if (!decision.ok) {
     const Cls = decision.code === 'stale_run' ? StaleRunError : InvalidTransitionError;
     throw new Cls(decision.reason, { details: { job_id: jobId, status: record.state.job.value } });
   }
-  const [position] = await writer.append([candidate]);
+  const appended = writer.append([candidate]);
+  onDecided?.();
+  const [position] = await appended;
   return { record: loaded(ctx, jobId), event: candidate, replayed: false, position: position! };
 }

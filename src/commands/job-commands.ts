@@ -39,7 +39,7 @@ function assertQueue(ctx: CommandContext, queue: string, jobId: string): void {
 }
 
 /** A run succeeded (the worker protocol's complete). Idempotent by run id. */
-export async function completeRun(ctx: CommandContext, queue: string, item: CompleteItem): Promise<{ job_id: string; status: string }> {
+export async function completeRun(ctx: CommandContext, queue: string, item: CompleteItem, onDecided?: () => void): Promise<{ job_id: string; status: string }> {
   assertQueue(ctx, queue, item.job_id);
   const { record } = await transitionJob(ctx, item.job_id, `complete:${item.run_id}`, (current, eventId) =>
     envelope(ctx, 'job.succeeded', current, eventId, {
@@ -47,12 +47,13 @@ export async function completeRun(ctx: CommandContext, queue: string, item: Comp
       result: (item.result ?? null) as never,
       ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }),
     }),
+    onDecided,
   );
   return { job_id: record.jobId, status: record.state.job.value };
 }
 
 /** A run failed (the worker protocol's fail). Idempotent by run id. */
-export async function failRun(ctx: CommandContext, queue: string, item: FailItem): Promise<{ job_id: string; status: string }> {
+export async function failRun(ctx: CommandContext, queue: string, item: FailItem, onDecided?: () => void): Promise<{ job_id: string; status: string }> {
   assertQueue(ctx, queue, item.job_id);
   const { record } = await transitionJob(ctx, item.job_id, `fail:${item.run_id}`, (current, eventId) =>
     envelope(ctx, 'job.failed', current, eventId, {
@@ -61,6 +62,7 @@ export async function failRun(ctx: CommandContext, queue: string, item: FailItem
       error: item.error as JobError,
       ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }),
     }),
+    onDecided,
   );
   return { job_id: record.jobId, status: record.state.job.value };
 }

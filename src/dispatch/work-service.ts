@@ -211,8 +211,14 @@ export class WorkService {
         }
         const request = validate(verb === 'complete' ? completeSchema : failSchema, body);
         await this.ctx.writer(queue);
-        const done = await (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, request);
-        return { ...done, ...(await this.claimNext(queue, request.next)) };
+        // The claim for the freed slot is decided as soon as the run's end is accepted, so both
+        // join one commit; a refused end claims nothing.
+        let accepted!: () => void;
+        const decided = new Promise<boolean>((resolve) => (accepted = () => resolve(true)));
+        const finishing = (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem, onDecided: () => void) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, request, accepted);
+        const next = Promise.race([decided, finishing.then(() => true, () => false)]).then((ok) => (ok ? this.claimNext(queue, request.next) : {}));
+        const done = await finishing;
+        return { ...done, ...(await next) };
       }
       default: {
         const unhandled: never = verb;
