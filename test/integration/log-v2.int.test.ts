@@ -90,6 +90,22 @@ describe('commits', () => {
   });
 });
 
+describe('Client.live()', () => {
+  test('yields each committed event of the queue with its position, filtered by type', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const abort = new AbortController();
+    const live = client.live({ queue, types: ['job.cancelled'], signal: abort.signal });
+    await live.ready;
+    const { job_id } = await client.submit({ queue });
+    await client.cancel(job_id);
+    const first = await live.next();
+    abort.abort();
+    expect(first.value).toMatchObject({ type: 'job.cancelled', aggregate: { kind: 'job', id: job_id }, queue, position: { seq: expect.any(Number), index: 0 } });
+    const [, cancelled] = await partitionMessages(queue);
+    expect((first.value as { position: { seq: number } }).position.seq).toBe(cancelled!.seq);
+  });
+});
+
 describe('start-up', () => {
   test('a DOCKET stream that is not v2 (v1 bound docket.evt.>) is refused with a message saying what to do', async () => {
     const own = await startNatsServer();
