@@ -67,3 +67,8 @@ export function canonicalJson(value: unknown): string {
   const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
 }
+
+/** The hash a command's body is remembered by: a reused command id with another body is a conflict. */
+export function commandHash(body: unknown): string {
+  return digest('command-body', canonicalJson(body));
+}

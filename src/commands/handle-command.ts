@@ -7,8 +7,8 @@
 import { decideJob, INITIAL_JOB_STATE, type EventMeta, type JobEvent, type Position } from '../../machines/index.js';
 import type { Clock } from '../clock.js';
 import { toIso } from '../clock.js';
-import { InvalidTransitionError, NotFoundError, StaleRunError } from '../errors.js';
-import { eventIdFor, eventIdOf, type IdSource } from '../ids.js';
+import { ConflictError, excerpt, InvalidTransitionError, NotFoundError, StaleRunError } from '../errors.js';
+import { commandHash, eventIdFor, eventIdOf, type IdSource } from '../ids.js';
 import type { Logger } from '../logger.js';
 import type { KeyIndex } from '../projections/key-index.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
@@ -38,6 +38,24 @@ export interface CommandContext {
 }
 
 type JobEventOf<T extends JobEvent['type']> = Extract<JobEvent, { type: T }>;
+
+/** What a command with an id leaves in its events' meta: the id and its body's hash. */
+export type CommandMeta = Pick<EventMeta, 'command_id' | 'command_hash'>;
+
+/** The meta of a command's events: empty without a command id. */
+export function commandMetaOf(commandId: string | undefined, body: unknown): CommandMeta {
+  return commandId === undefined ? {} : { command_id: commandId, command_hash: commandHash(body) };
+}
+
+/**
+ * A resent command (its id found in the log) must carry the body it was first sent with: a
+ * command id reused for another body is refused, as payment APIs treat idempotency keys.
+ */
+export function assertSameCommand(stored: string | null | undefined, meta: CommandMeta): void {
+  if (meta.command_hash === undefined || meta.command_hash === stored) return;
+  const id = meta.command_id ?? '';
+  throw new ConflictError(`command id ${excerpt(id)} was already used with another body; send a new id for a new request`, { details: { command_id: excerpt(id) } });
+}
 
 /** The job an event belongs to. */
 export interface JobRef {
@@ -88,9 +106,16 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   // A resent submit: its event (this id) already created a job, perhaps under another derived id.
   const mine = ctx.store.bySubmitEventId(event.id);
-  if (mine) return { record: mine, created: true };
+  if (mine) {
+    assertSameCommand(mine.commandHash, event.meta);
+    return { record: mine, created: true };
+  }
   const existing = ctx.store.get(jobId);
-  if (existing) return { record: existing, created: isSubmitOf(existing, event.id) };
+  if (existing) {
+    const resent = isSubmitOf(existing, event.id);
+    if (resent) assertSameCommand(existing.commandHash, event.meta);
+    return { record: existing, created: resent };
+  }
   const decision = decideJob(INITIAL_JOB_STATE, event);
   if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: jobId } });
   await writer.append([event]);
@@ -137,6 +162,7 @@ export async function transitionJob(
   const record = loaded(ctx, jobId);
   const candidate = build(record, eventId);
   if (holdsEvent(record, eventId)) {
+    assertSameCommand(historyOf(record).find((h) => h.id === eventId)?.commandHash, candidate.meta);
     onDecided?.();
     return { record, event: candidate, replayed: true, position: positionIn(record, eventId) };
   }

@@ -2,7 +2,7 @@
  * The bodies of the job commands that write (cancel, retry, move), run on the leader of the
  * job's queue. Each is decided by the job's machines through the write door.
  */
-import { envelope, findJob, transitionJob, type CommandContext } from './handle-command.js';
+import { commandMetaOf, envelope, findJob, transitionJob, type CommandContext } from './handle-command.js';
 import { movedData } from './move.js';
 import type { JobError } from '../../machines/index.js';
 import { InvalidRequestError } from '../errors.js';
@@ -10,8 +10,9 @@ import type { CancelCommand, CompleteItem, FailItem, MoveCommand, RetryCommand }
 import { createRetry } from '../reactors/retrier.js';
 
 export async function cancelJob(ctx: CommandContext, command: CancelCommand): Promise<Record<string, unknown>> {
-  const { record } = await transitionJob(ctx, command.job_id, command.id, (current, eventId) =>
-    envelope(ctx, 'job.cancelled', current, eventId, { reason: command.reason ?? null }),
+  const { id, ...body } = command;
+  const { record } = await transitionJob(ctx, command.job_id, id, (current, eventId) =>
+    envelope(ctx, 'job.cancelled', current, eventId, { reason: command.reason ?? null }, commandMetaOf(id, body)),
   );
   return { job_id: record.jobId, status: record.state.job.value };
 }
@@ -23,10 +24,11 @@ export async function retryJob(ctx: CommandContext, command: RetryCommand): Prom
 }
 
 export async function moveJob(ctx: CommandContext, command: MoveCommand): Promise<Record<string, unknown>> {
-  const { record } = await transitionJob(ctx, command.job_id, command.id, (current, eventId) => {
+  const { id, ...body } = command;
+  const { record } = await transitionJob(ctx, command.job_id, id, (current, eventId) => {
     const { priority, position } = current.state.job.context;
     const waiting = current.state.job.value === 'queued' || current.state.job.value === 'waiting';
-    return envelope(ctx, 'job.moved', current, eventId, waiting ? movedData(ctx.store, current, command) : { priority, position });
+    return envelope(ctx, 'job.moved', current, eventId, waiting ? movedData(ctx.store, current, command) : { priority, position }, commandMetaOf(id, body));
   });
   const { priority, position } = record.state.job.context;
   return { job_id: record.jobId, status: record.state.job.value, priority, position };

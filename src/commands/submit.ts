@@ -9,7 +9,7 @@ import { toIso } from '../clock.js';
 import { DocketError, coerceError, type ErrorBody } from '../errors.js';
 import { canonicalJson, commandJobId, eventIdFor, eventIdOf, keyedJobId } from '../ids.js';
 import { plainSubmitId, type JobRecord } from '../store/job-store.js';
-import { createJob, envelope, type CommandContext } from './handle-command.js';
+import { assertSameCommand, commandMetaOf, createJob, envelope, type CommandContext, type CommandMeta } from './handle-command.js';
 import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
 import type { SubmitCommand } from './validate.js';
@@ -22,13 +22,16 @@ export interface SubmitItemResult {
 export type SubmitItemReply = ({ ok: true } & SubmitItemResult) | { ok: false; error: ErrorBody };
 
 /** Tries keyed ids generation by generation: a terminal job at a generation means "the next one". */
-async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string): Promise<SubmitItemResult> {
+async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string, meta: CommandMeta): Promise<SubmitItemResult> {
   const canonical = canonicalJson(key);
   let generation = ctx.keys.generations(spec.queue, canonical);
   let caughtUp = false;
   // A resend of this very command: answer with what it created.
   const mine = ctx.store.bySubmitEventId(eventId);
-  if (mine) return { job_id: mine.jobId, status: mine.state.job.value, created: true };
+  if (mine) {
+    assertSameCommand(mine.commandHash, meta);
+    return { job_id: mine.jobId, status: mine.state.job.value, created: true };
+  }
   for (;;) {
     const live = ctx.keys.liveJob(spec.queue, canonical);
     if (live && !caughtUp) {
@@ -45,7 +48,7 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
       generation += 1;
       continue;
     }
-    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId));
+    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta));
     if (!created && !isLive(record)) {
       generation += 1;
       continue;
@@ -58,7 +61,7 @@ function isLive(record: JobRecord): boolean {
   return isLiveStatus(record.state.job.value);
 }
 
-function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string) {
+function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta) {
   const now = ctx.clock.now();
   const time = toIso(now);
   // Without a delay run_at is the event's own time: the same string, held once per job.
@@ -75,18 +78,21 @@ function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, event
     attempt: 1,
     retry_of: null,
     waiting: false,
-  }, {}, time);
+  }, meta, time);
 }
 
 async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string | undefined, index: number): Promise<SubmitItemResult> {
   // Without a command id the event id is random: a resend is a new submit, as the client asked.
   // One event id per (command, item), whatever job id it lands on: a resend finds its own event.
   const commandEventId = commandId === undefined ? undefined : eventIdFor(`${commandId}#${index}`, `submit:${spec.queue}`);
-  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()));
+  // Each item is remembered by its own body: resending the batch with one item changed is a
+  // conflict for that item.
+  const meta = commandMetaOf(commandId, spec);
+  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()), meta);
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
   // A plain submit's event id is derived from its random job id (the store need not keep it).
   const eventId = commandEventId ?? plainSubmitId(jobId);
-  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId));
+  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta));
   return { job_id: record.jobId, status: record.state.job.value, created };
 }
 

@@ -92,6 +92,7 @@ type RecordLine = [
   finishedAt: string | null,
   endReason: string | null,
   run: JobState['run'] | 0,
+  commandHash?: string,
 ];
 
 function isDefaultBackoff(b: BackoffPolicy): boolean {
@@ -107,11 +108,13 @@ function toLine(record: JobRecord): RecordLine {
     c.key, c.params, c.priority, c.position, c.run_at, c.max_attempts, isDefaultBackoff(c.backoff) ? 0 : c.backoff, c.attempt, c.retry_of,
     c.created_at === c.run_at ? 0 : c.created_at, c.finished_at, c.end_reason,
     run === INITIAL_JOB_STATE.run ? 0 : run,
-  ];
+    // Last and only when there is one: most jobs are submitted without a command id.
+    ...(record.commandHash === null ? [] : [record.commandHash]),
+  ] as RecordLine;
 }
 
 function fromLine(line: RecordLine): JobRecord {
-  const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run] = line;
+  const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run, commandHash] = line;
   const context: JobContext = {
     job_id: jobId,
     queue,
@@ -128,7 +131,7 @@ function fromLine(line: RecordLine): JobRecord {
     finished_at: finishedAt,
     end_reason: endReason,
   };
-  return { jobId, queue, state: { job: { value: status, context }, run: run === 0 ? INITIAL_JOB_STATE.run : run } as JobState, seq, submitSeq, submitId, later: later === 0 ? NO_EVENTS : later };
+  return { jobId, queue, state: { job: { value: status, context }, run: run === 0 ? INITIAL_JOB_STATE.run : run } as JobState, seq, submitSeq, submitId, commandHash: commandHash ?? null, later: later === 0 ? NO_EVENTS : later };
 }
 
 async function writeRecords(file: FileHandle, records: Iterable<JobRecord | undefined>): Promise<number> {

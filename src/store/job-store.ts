@@ -14,6 +14,8 @@ export interface HistoryEntry {
   readonly id: string;
   readonly type: JobEvent['type'];
   readonly time: string;
+  /** The hash of the body of the command (with an id) that asked for it. */
+  readonly commandHash?: string;
 }
 
 /** One job as folded. Kept small (one per job in memory): its subject is derived, not stored. */
@@ -31,6 +33,8 @@ export interface JobRecord {
    * string is not held twice. `submitIdOf` gives it either way.
    */
   readonly submitId: string | null;
+  /** The hash of the submit item's body when its command had an id (a resend must match it). */
+  readonly commandHash: string | null;
   /**
    * The events after `job.submitted`, oldest first. The first entry is not kept as an object:
    * it is derived from submitSeq, submitId and created_at (a queued job holds no history array).
@@ -64,6 +68,11 @@ export function historyOf(record: JobRecord): HistoryEntry[] {
 /** Whether the event with this id is in the job's history (a resent command finds its own). */
 export function holdsEvent(record: JobRecord, eventId: string): boolean {
   return isSubmitOf(record, eventId) || record.later.some((h) => h.id === eventId);
+}
+
+function historyEntry(seq: Position, event: JobEvent): HistoryEntry {
+  const entry = { seq, id: event.id, type: event.type, time: event.time };
+  return event.meta.command_hash === undefined ? entry : { ...entry, commandHash: event.meta.command_hash };
 }
 
 export interface RecordedJobEvent {
@@ -130,8 +139,8 @@ export class JobStore {
     }
     const { event } = recorded;
     const after: JobRecord = before
-      ? { jobId: before.jobId, queue: before.queue, state, seq: recorded.seq, submitSeq: before.submitSeq, submitId: before.submitId, later: [...before.later, { seq: recorded.seq, id: event.id, type: event.type, time: event.time }] }
-      : { jobId: recorded.jobId, queue: recorded.queue, state, seq: recorded.seq, submitSeq: recorded.seq, submitId: isEventIdOf(event.id, recorded.jobId) ? null : event.id, later: NO_EVENTS };
+      ? { jobId: before.jobId, queue: before.queue, state, seq: recorded.seq, submitSeq: before.submitSeq, submitId: before.submitId, commandHash: before.commandHash, later: [...before.later, historyEntry(recorded.seq, event)] }
+      : { jobId: recorded.jobId, queue: recorded.queue, state, seq: recorded.seq, submitSeq: recorded.seq, submitId: isEventIdOf(event.id, recorded.jobId) ? null : event.id, commandHash: event.meta.command_hash ?? null, later: NO_EVENTS };
     this.jobs.set(after.jobId, after);
     if (!before) this.indexSubmit(after);
     for (const listener of this.listeners) listener({ before, after, recorded });

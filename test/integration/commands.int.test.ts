@@ -202,6 +202,37 @@ describe('submit', () => {
   });
 });
 
+describe('command ids', () => {
+  test('a command id reused with another body is refused with conflict naming the id; the same body returns the first result', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const first = await request(nc, 'submit', { id: `${queue}-a`, queue, params: { n: 1 } });
+    expect(first).toMatchObject({ ok: true, created: true });
+    const before = await streamMessages(jsm);
+    expect(await request(nc, 'submit', { id: `${queue}-a`, queue, params: { n: 2 } })).toMatchObject({ ok: false, error: { code: 'conflict', message: expect.stringContaining(`${queue}-a`) } });
+    expect(await request(nc, 'submit', { id: `${queue}-a`, queue, params: { n: 1 } })).toMatchObject({ ok: true, job_id: (first as unknown as { job_id: string }).job_id });
+    // Keyed, and one item of a batch: each item is remembered by its own body.
+    expect((await request(nc, 'submit', { id: `${queue}-k`, queue, key: 'k1', params: { n: 1 } })).ok).toBe(true);
+    const keyedMessages = await streamMessages(jsm);
+    expect(await request(nc, 'submit', { id: `${queue}-k`, queue, key: 'k1', params: { n: 2 } })).toMatchObject({ ok: false, error: { code: 'conflict' } });
+    const batch = [{ queue, params: { i: 0 } }, { queue, params: { i: 1 } }];
+    expect(await request(nc, 'submit', { id: `${queue}-b`, jobs: batch })).toMatchObject({ ok: true, jobs: [{ ok: true }, { ok: true }] });
+    const batchMessages = await streamMessages(jsm);
+    expect(await request(nc, 'submit', { id: `${queue}-b`, jobs: [batch[0], { queue, params: { i: 9 } }] })).toMatchObject({ ok: true, jobs: [{ ok: true }, { ok: false, error: { code: 'conflict' } }] });
+    // A cancel resent with another reason.
+    const jobId = (first as unknown as { job_id: string }).job_id;
+    expect((await request(nc, 'cancel', { id: `${queue}-c`, job_id: jobId, reason: 'one' })).ok).toBe(true);
+    const cancelMessages = await streamMessages(jsm);
+    expect(await request(nc, 'cancel', { id: `${queue}-c`, job_id: jobId, reason: 'two' })).toMatchObject({ ok: false, error: { code: 'conflict' } });
+    expect(await request(nc, 'cancel', { id: `${queue}-c`, job_id: jobId, reason: 'one' })).toMatchObject({ ok: true, status: 'cancelled' });
+    // Refusals appended nothing.
+    expect(before).toBeGreaterThan(0);
+    expect(keyedMessages).toBeGreaterThan(before);
+    expect(await streamMessages(jsm)).toBe(cancelMessages);
+    expect(batchMessages).toBeLessThan(cancelMessages);
+    expect(await countEvents(nc, queue, 'job.submitted')).toBe(4);
+  });
+});
+
 describe('batch submit', () => {
   test('10,000 jobs in one request: all created, progress counts 10,000; the same batch resent creates nothing', async ({ task }) => {
     const queue = uniqueQueue(task.name);

@@ -28,7 +28,7 @@ class Records {
     return this.jobs.values();
   }
   put(file: CheckpointFile, jobId: string, seq: number): void {
-    this.jobs.set(jobId, { jobId, queue: "q", state: INITIAL_JOB_STATE, seq, submitSeq: seq, submitId: `e-${jobId}`, later: [] });
+    this.jobs.set(jobId, { jobId, queue: "q", state: INITIAL_JOB_STATE, seq, submitSeq: seq, submitId: `e-${jobId}`, commandHash: null, later: [] });
     file.changed(jobId);
   }
 }

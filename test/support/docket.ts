@@ -228,6 +228,7 @@ export interface JobRecordView {
   readonly submitSeq: number;
   readonly state: unknown;
   readonly submitId: string | null;
+  readonly commandHash: string | null;
   readonly later: unknown;
 }
 
@@ -270,7 +271,7 @@ export function captureProjections(node: DocketNode, queues?: readonly string[],
   const ids = [...node.store.values()].filter((r) => keep(r.queue)).map((r) => r.jobId).sort();
   for (const id of ids) {
     const r = node.store.get(id)!;
-    jobs[id] = { jobId: r.jobId, queue: r.queue, seq: r.seq, submitSeq: r.submitSeq, state: r.state, submitId: r.submitId, later: r.later };
+    jobs[id] = { jobId: r.jobId, queue: r.queue, seq: r.seq, submitSeq: r.submitSeq, state: r.state, submitId: r.submitId, commandHash: r.commandHash, later: r.later };
   }
   return structuredClone({
     queueOrder,
