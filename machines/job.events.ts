@@ -92,8 +92,10 @@ export interface JobSkippedData {
 
 export interface JobMovedData {
   readonly priority: number;
-  /** null keeps the stream sequence of job.submitted as the position. */
+  /** null keeps the position of job.submitted as the position. */
   readonly position: number | null;
+  /** A promote: the job may be claimed from this time (a delayed job made due now). */
+  readonly run_at?: string;
 }
 
 export interface Artifact {

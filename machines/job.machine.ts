@@ -88,7 +88,7 @@ export function applyJobEvent(context: JobContext, event: JobEvent): JobContext 
       };
     }
     case 'job.moved':
-      return { ...context, priority: event.data.priority, position: event.data.position };
+      return { ...context, priority: event.data.priority, position: event.data.position, ...(event.data.run_at === undefined ? {} : { run_at: event.data.run_at }) };
     case 'job.succeeded':
       return { ...context, finished_at: event.time };
     case 'job.failed':

@@ -9,10 +9,10 @@ import { systemClock, type Clock } from './clock.js';
 import { positionOf } from '../machines/index.js';
 import { CommandService } from './commands/command-service.js';
 import { findJob, type CommandContext } from './commands/handle-command.js';
-import { cancelJob, moveJob, retryJob } from './commands/job-commands.js';
+import { cancelJob, moveJob, promoteJob, retryJob } from './commands/job-commands.js';
 import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
 import { replyBudget } from './commands/reply.js';
-import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, retrySchema, type CancelCommand, type MoveCommand, type RetryCommand } from './commands/schemas.js';
+import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, promoteSchema, retrySchema, type CancelCommand, type MoveCommand, type PromoteCommand, type RetryCommand } from './commands/schemas.js';
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
 import { nodeIdentity } from './cluster/node-identity.js';
 import { PartitionRouter } from './cluster/partition-router.js';
@@ -224,7 +224,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     return writer;
   };
   const context: CommandContext = { store, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: writerOf };
-  const queries: QueryContext = { store, progress, queueIndex, replyBudget: () => replyBudget(nc) };
+  const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc) };
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   // A queue with no live job, no parked claim and nothing in its writer needs no leader.
@@ -238,6 +238,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   router.register('cancel', (_queue, body) => cancelJob(context, body as CancelCommand));
   router.register('retry', (_queue, body) => retryJob(context, body as RetryCommand));
   router.register('move', (_queue, body) => moveJob(context, body as MoveCommand));
+  router.register('promote', (_queue, body) => promoteJob(context, body as PromoteCommand));
   const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run((await findJob(context, command.job_id)).queue, op, command);
 
   const commands = new CommandService(nc, root.child({ component: 'commands' }));
@@ -265,6 +266,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   commands.register('cancel', (body) => onItsLeader('cancel', validate(cancelSchema, body)));
   commands.register('retry', (body) => onItsLeader('retry', validate(retrySchema, body)));
   commands.register('move', (body) => onItsLeader('move', validate(moveSchema, body)));
+  commands.register('promote', (body) => onItsLeader('promote', validate(promoteSchema, body)));
   commands.register('get', (body) => getJob(queries, validate(getSchema, body)));
   commands.register('list', (body) => listJobs(queries, validate(listSchema, body)));
   commands.register('progress', (body) => progressOf(queries, validate(progressSchema, body)));

@@ -75,6 +75,7 @@ export function jobDataProblem(type: string, d: Record<string, unknown>): string
     case 'job.moved':
       if (!isInt(d['priority'])) return 'data.priority is not an integer';
       if (!(d['position'] === null || isNumber(d['position']))) return 'data.position is not a number or null';
+      if (d['run_at'] !== undefined && !isTime(d['run_at'])) return 'data.run_at is not a time';
       return null;
     case 'job.artifact_added':
       if (!isString(d['run_id'])) return 'data.run_id is not a string';

@@ -197,6 +197,12 @@ export class Client {
     return { job_id, status };
   }
 
+  /** Makes a delayed job due now (its run_at becomes the node's now; its place in the order stays). */
+  async promote(jobId: string, options: { id?: string } = {}): Promise<{ job_id: string; status: string; run_at: string }> {
+    const { job_id, status, run_at } = await this.request<{ job_id: string; status: string; run_at: string }>('promote', { job_id: jobId, ...options });
+    return { job_id, status, run_at };
+  }
+
   async get(jobId: string): Promise<JobDetail> {
     const { job, run, history } = await this.request<JobDetail>('get', { job_id: jobId });
     return { job, run, history };

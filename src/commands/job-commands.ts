@@ -5,8 +5,10 @@
 import { commandMetaOf, envelope, findJob, transitionJob, type CommandContext } from './handle-command.js';
 import { movedData } from './move.js';
 import type { JobError } from '../../machines/index.js';
-import { InvalidRequestError } from '../errors.js';
-import type { CancelCommand, CompleteItem, FailItem, MoveCommand, RetryCommand } from './schemas.js';
+import { InvalidRequestError, InvalidTransitionError } from '../errors.js';
+import { toIso } from '../clock.js';
+import { holdsEvent as holdsEventId } from '../store/job-store.js';
+import type { CancelCommand, CompleteItem, FailItem, MoveCommand, PromoteCommand, RetryCommand } from './schemas.js';
 import { createRetry } from '../reactors/retrier.js';
 
 export async function cancelJob(ctx: CommandContext, command: CancelCommand): Promise<Record<string, unknown>> {
@@ -32,6 +34,23 @@ export async function moveJob(ctx: CommandContext, command: MoveCommand): Promis
   });
   const { priority, position } = record.state.job.context;
   return { job_id: record.jobId, status: record.state.job.value, priority, position };
+}
+
+/**
+ * Makes a delayed job due now: a `job.moved` that keeps its place in the order and sets its
+ * run_at to the node's now. A job that is not waiting for its run_at is refused.
+ */
+export async function promoteJob(ctx: CommandContext, command: PromoteCommand): Promise<Record<string, unknown>> {
+  const { id, ...body } = command;
+  const { record } = await transitionJob(ctx, command.job_id, id, (current, eventId) => {
+    const { priority, position, run_at } = current.state.job.context;
+    const status = current.state.job.value;
+    if ((status === 'queued' || status === 'waiting') && Date.parse(run_at) <= ctx.clock.now() && !holdsEventId(current, eventId)) {
+      throw new InvalidTransitionError(`cannot promote job ${current.jobId}: it is ${status} and already due (run_at ${run_at})`, { details: { job_id: current.jobId, run_at } });
+    }
+    return envelope(ctx, 'job.moved', current, eventId, { priority, position, run_at: toIso(ctx.clock.now()) }, commandMetaOf(id, body));
+  });
+  return { job_id: record.jobId, status: record.state.job.value, run_at: record.state.job.context.run_at };
 }
 
 /** A completion must come on its job's queue: the subject names which leader decides it. */

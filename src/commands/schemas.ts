@@ -97,7 +97,10 @@ export const getSchema = z.object({ job_id: idToken }).strict();
 export const listSchema = z
   .object({
     queue: queueName,
-    status: z.enum(JOB_STATUSES).optional(),
+    status: z
+      .enum([...JOB_STATUSES, 'delayed'])
+      .describe('a job state, or delayed: queued with its run_at not yet come by the node clock (queued includes those)')
+      .optional(),
     limit: z.number().int().min(1).max(Limits.MaxListLimit).optional(),
     cursor: z.string().regex(/^\d+$/, 'must be a cursor returned by list').optional(),
   })
@@ -160,6 +163,8 @@ export const failBatchSchema = z
   .object({ runs: z.array(failSchema.omit({ next: true }).strict()).min(1).max(Limits.MaxClaimJobs), next: nextClaimSchema.optional() })
   .strict();
 export const retrySchema = z.object({ id: commandId.optional(), job_id: idToken }).strict();
+/** Makes a delayed job due now. */
+export const promoteSchema = z.object({ id: commandId.optional(), job_id: idToken }).strict();
 export const moveSchema = z
   .object({
     id: commandId.optional(),
@@ -197,4 +202,5 @@ export type FailCommand = z.infer<typeof failSchema>;
 export type CompleteItem = Omit<CompleteCommand, 'next'>;
 export type FailItem = Omit<FailCommand, 'next'>;
 export type RetryCommand = z.infer<typeof retrySchema>;
+export type PromoteCommand = z.infer<typeof promoteSchema>;
 export type MoveCommand = z.infer<typeof moveSchema>;

@@ -293,6 +293,26 @@ describe('long poll', () => {
 });
 
 describe('delayed jobs', () => {
+  test('promote makes a delayed job due now, in its place; a job already due, or running, is refused and appends nothing', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const later = await submit(queue, { delay_ms: 60_000 });
+    const due = await submit(queue);
+    const [first] = await claim(nc, queue, { max: 10, wait_ms: 0 });
+    expect(first).toMatchObject({ job_id: due });
+    const promoted = await client.promote(later);
+    expect(promoted).toEqual({ job_id: later, status: 'queued', run_at: toIso(clock.now()) });
+    const [job] = await claim(nc, queue, { max: 10, wait_ms: 0 });
+    expect(job).toMatchObject({ job_id: later });
+    const before = await streamMessages(jsm);
+    await expect(client.promote(due)).rejects.toMatchObject({ code: 'invalid_transition' });
+    const fresh = await submit(queue);
+    await expect(client.promote(fresh)).rejects.toMatchObject({ code: 'invalid_transition', message: expect.stringContaining('already due') });
+    expect(await streamMessages(jsm)).toBe(before + 1);
+    expect((await queueLog(nc, queue)).filter((e) => e.type === 'job.moved').map((e) => e.data)).toEqual([{ priority: 5, position: null, run_at: toIso(clock.now()) }]);
+    const [last] = await claim(nc, queue, { max: 10, wait_ms: 0 });
+    await completeAll(queue, [first!, job!, last!]);
+  });
+
   test('a delayed job is not claimable before run_at and is claimable once the clock reaches it', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const t0 = clock.now();
