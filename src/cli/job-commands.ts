@@ -113,12 +113,18 @@ async function jobsAction(queue: string, flags: JobsFlags): Promise<number> {
     ...(flags.limit === undefined ? {} : { limit: parsePositiveInteger(flags.limit, '--limit') }),
     ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }),
   };
-  const page = await withClient(flags, (client) => client.list(query));
+  const { page, known } = await withClient(flags, async (client) => {
+    const page = await client.list(query);
+    // An empty first page may be a queue the node never saw (a typo): ask, to say which.
+    const known = page.jobs.length > 0 || flags.cursor !== undefined || flags.json ? true : await queueKnown(client, queue);
+    return { page, known };
+  });
   if (flags.json) {
     writeJson({ ok: true, ...page });
     return 0;
   }
-  if (page.jobs.length === 0) writeOut(`no jobs in ${queue}${flags.status === undefined ? '' : ` with status ${flags.status}`}`);
+  if (!known) writeOut(noQueueLine(queue));
+  else if (page.jobs.length === 0) writeOut(`no jobs in ${queue}${flags.status === undefined ? '' : ` with status ${flags.status}`}`);
   else {
     writeOut(
       table(
@@ -175,17 +181,40 @@ async function cancelAction(jobId: string, flags: CancelFlags): Promise<number> 
 
 const STATES = JOB_STATUSES;
 
+/**
+ * Whether the node has seen a job in the queue. Progress answers a queue it never saw with zeros
+ * (`docket.cmd.progress` keeps that for scripts); a queue that has had a job has `total > 0`,
+ * since jobs are never removed.
+ */
+async function queueKnown(client: Client, queue: string): Promise<boolean> {
+  const [progress] = await client.progress(queue);
+  return progress !== undefined && progress.total > 0;
+}
+
+function noQueueLine(queue: string): string {
+  return `no queue ${queue}: no job was ever submitted to it`;
+}
+
 async function progressAction(queue: string | undefined, flags: CommonFlags): Promise<number> {
   const queues = await withClient(flags, (client) => client.progress(queue));
   if (flags.json) {
     writeJson({ ok: true, queues });
     return 0;
   }
+  if (queue !== undefined && queues.every((q) => q.total === 0)) {
+    writeOut(noQueueLine(queue));
+    return 0;
+  }
   if (queues.length === 0) {
     writeOut('no queues yet');
     return 0;
   }
-  writeOut(table(['queue', 'pending', 'reserved', 'success', 'error', 'ignore', 'total'], queues.map((q) => [q.queue, q.pending, q.reserved, q.success, q.error, q.ignore, q.total])));
+  writeOut(
+    table(
+      ['queue', 'pending', 'delayed', 'reserved', 'success', 'error', 'ignore', 'cancelled', 'total'],
+      queues.map((q) => [q.queue, q.pending, q.delayed ?? 0, q.reserved, q.success, q.error, q.ignore, q.cancelled, q.total]),
+    ),
+  );
   writeOut(table(['queue', ...STATES], queues.map((q) => [q.queue, ...STATES.map((s) => q.counts[s])])));
   return 0;
 }
@@ -212,7 +241,10 @@ export function registerJobCommands(program: Command): void {
       .command('jobs')
       .description("list a queue's jobs in submission order")
       .argument('<queue>', 'queue name')
-      .option('--status <status>', 'only jobs in this state (waiting, queued, running, succeeded, failed, cancelled, skipped, ignored)')
+      .option(
+        '--status <status>',
+        'only jobs in this state (waiting, queued, running, succeeded, failed, cancelled, skipped, ignored), or delayed: queued with run_at not yet come (queued includes them)',
+      )
       .option('--limit <n>', 'page size (default 100, at most 1000)')
       .option('--cursor <cursor>', 'continue after the page that returned this cursor'),
   ).action(async (queue: string, flags: JobsFlags) => setExitCode(await jobsAction(queue, flags)));
@@ -233,7 +265,7 @@ export function registerJobCommands(program: Command): void {
   withCommonOptions(
     program
       .command('progress')
-      .description('per queue: pending/reserved/success/error/ignore/total (DataJoint) and counts per state')
+      .description('per queue: pending (of which delayed)/reserved/success/error/ignore/cancelled/total (DataJoint, cancelled apart) and counts per state')
       .argument('[queue]', 'one queue (default: all)'),
   ).action(async (queue: string | undefined, flags: CommonFlags) => setExitCode(await progressAction(queue, flags)));
 }

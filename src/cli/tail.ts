@@ -5,6 +5,7 @@
  * the commit). Runs until Ctrl-C, or until `--limit` events were printed.
  */
 import type { Command } from 'commander';
+import { JOB_EVENT_TYPES } from '../../machines/index.js';
 import { InvalidRequestError } from '../errors.js';
 import { isQueueName, parseEventSubject } from '../nats/subjects.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
@@ -48,6 +49,11 @@ async function tailAction(flags: TailFlags): Promise<void> {
   const from = at ? { seq: Math.max(1, Number(at[1])), index: Number(at[2]) } : parseFrom(fromFlag);
   const limit = flags.limit === undefined ? undefined : parsePositiveInteger(flags.limit, '--limit');
   const types = flags.type?.flatMap((t) => t.split(',')).map((t) => t.trim()).filter((t) => t !== '');
+  // A misspelt type would match nothing and the tail would wait forever, silent.
+  const unknown = types?.filter((t) => !(JOB_EVENT_TYPES as readonly string[]).includes(t)) ?? [];
+  if (unknown.length > 0) {
+    throw new InvalidRequestError(`--type: unknown event type ${unknown.map((t) => JSON.stringify(t.slice(0, 64))).join(', ')}; known types: ${JOB_EVENT_TYPES.join(', ')}`);
+  }
   const abort = new AbortController();
   const stop = () => abort.abort();
   process.once('SIGINT', stop);

@@ -3,6 +3,7 @@ import { commitSeqOf, indexOf } from '../../machines/index.js';
 import { NotFoundError } from '../errors.js';
 import type { Progress, QueueProgress } from '../projections/progress.js';
 import type { QueueIndex } from '../projections/queue-index.js';
+import type { QueueOrder } from '../projections/queue-order.js';
 import { historyOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import { Limits } from './limits.js';
 import type { GetCommand, ListCommand, ProgressCommand } from './schemas.js';
@@ -69,6 +70,11 @@ export interface QueryContext {
   readonly store: JobStore;
   readonly progress: Progress;
   readonly queueIndex: QueueIndex;
+  /**
+   * The queue order, on the node's clock: the `delayed` count and filter. Without it no job is
+   * delayed and progress has no `delayed` field.
+   */
+  readonly queueOrder?: Pick<QueueOrder, 'delayedCount' | 'isDelayed'>;
   /** Bytes a reply may fill (the connection's max payload less its envelope). @defaultValue no bound */
   readonly replyBudget?: () => number;
 }
@@ -95,6 +101,16 @@ export function getJob(ctx: QueryContext, command: GetCommand) {
 }
 
 /**
+ * Whether a job passes list's status filter: its state, or `delayed` (queued with its run_at not
+ * yet come by the node's clock). `queued` is the state, so it includes the delayed ones.
+ */
+function matchesStatus(ctx: QueryContext, record: JobRecord, status: ListCommand['status']): boolean {
+  if (status === undefined) return true;
+  if (status === 'delayed') return record.state.job.value === 'queued' && (ctx.queueOrder?.isDelayed(record.queue, record.jobId) ?? false);
+  return record.state.job.value === status;
+}
+
+/**
  * A page of the queue's jobs in submit order: up to `limit`, and no more than fit one reply
  * (jobs with large keys fill it first); `next_cursor` continues after the last one given.
  */
@@ -105,7 +121,7 @@ export function listJobs(ctx: QueryContext, command: ListCommand): { jobs: JobSu
   let last = Number(command.cursor ?? 0);
   for (const { seq, jobId } of ctx.queueIndex.after(command.queue, last)) {
     const record = ctx.store.get(jobId);
-    if (!record || (command.status !== undefined && record.state.job.value !== command.status)) continue;
+    if (!record || !matchesStatus(ctx, record, command.status)) continue;
     if (jobs.length === limit) return { jobs, next_cursor: String(last) };
     const summary = toSummary(record);
     // At least one job per page, so paging always moves on; a job too big even alone is left
@@ -119,10 +135,13 @@ export function listJobs(ctx: QueryContext, command: ListCommand): { jobs: JobSu
 
 /** Progress per queue (all of them, by name), cut to what fits one reply with `truncated: true`. */
 export function progressOf(ctx: QueryContext, command: ProgressCommand): { queues: QueueProgress[]; truncated?: true } {
-  if (command.queue !== undefined) return { queues: [ctx.progress.of(command.queue)] };
+  const order = ctx.queueOrder;
+  const delayedOf = order === undefined ? undefined : (queue: string) => order.delayedCount(queue);
+  // A queue never seen answers zeros (as it always has): the CLI tells people it has no jobs.
+  if (command.queue !== undefined) return { queues: [ctx.progress.of(command.queue, delayedOf?.(command.queue))] };
   const room = new Room(ctx.replyBudget?.() ?? Infinity);
   const queues: QueueProgress[] = [];
-  for (const queue of ctx.progress.all()) {
+  for (const queue of ctx.progress.all(delayedOf)) {
     if (!room.take(queue)) return { queues, truncated: true };
     queues.push(queue);
   }

@@ -1,6 +1,8 @@
 /**
  * Progress: per queue, the count of jobs in each state, and DataJoint's view of the same counts
- * (pending, reserved, success, error, ignore, total).
+ * (pending, reserved, success, error, ignore, total) with docket's `cancelled` beside it. The
+ * `delayed` count depends on the clock, not only on the log: the query adds it from the queue
+ * order when it answers.
  */
 import { JOB_STATUSES, type JobStatus } from '../../machines/index.js';
 import type { JobChange } from '../store/job-store.js';
@@ -10,12 +12,22 @@ export type StatusCounts = Record<Exclude<JobStatus, 'new'>, number>;
 export interface QueueProgress {
   readonly queue: string;
   readonly counts: StatusCounts;
-  /** DataJoint: pending = waiting + queued, reserved = running, success, error = failed, ignore = ignored + skipped + cancelled. */
+  /**
+   * DataJoint: pending = waiting + queued, reserved = running, success, error = failed, ignore =
+   * ignored + skipped. Cancelled jobs are counted apart (`cancelled`): DataJoint has no such state.
+   */
   readonly pending: number;
+  /**
+   * Of the queued jobs, those whose run_at had not come by the answering node's clock (also in
+   * `pending` and `counts.queued`). Present in `docket.cmd.progress` replies; a fold of the log
+   * alone (replay, audit) has no clock to say it.
+   */
+  readonly delayed?: number;
   readonly reserved: number;
   readonly success: number;
   readonly error: number;
   readonly ignore: number;
+  readonly cancelled: number;
   readonly total: number;
 }
 
@@ -39,22 +51,26 @@ export class Progress {
     if (after !== 'new') counts[after] += 1;
   };
 
-  of(queue: string): QueueProgress {
+  /** The queue's counts; `delayed`, when given, goes in after `pending`. */
+  of(queue: string, delayed?: number): QueueProgress {
     const counts = { ...(this.byQueue.get(queue) ?? emptyCounts()) };
     const total = Object.values(counts).reduce((a, b) => a + b, 0);
     return {
       queue,
       counts,
       pending: counts.waiting + counts.queued,
+      ...(delayed === undefined ? {} : { delayed }),
       reserved: counts.running,
       success: counts.succeeded,
       error: counts.failed,
-      ignore: counts.ignored + counts.skipped + counts.cancelled,
+      ignore: counts.ignored + counts.skipped,
+      cancelled: counts.cancelled,
       total,
     };
   }
 
-  all(): QueueProgress[] {
-    return [...this.byQueue.keys()].sort().map((queue) => this.of(queue));
+  /** Every queue seen, by name; `delayedOf` gives each one's `delayed` count. */
+  all(delayedOf?: (queue: string) => number): QueueProgress[] {
+    return [...this.byQueue.keys()].sort().map((queue) => this.of(queue, delayedOf?.(queue)));
   }
 }

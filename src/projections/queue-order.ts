@@ -53,6 +53,12 @@ class QueueLine {
   readonly taken = new Set<string>();
   /** Queued jobs, ready or delayed. */
   depth = 0;
+  /**
+   * Jobs whose live entry is in `delayed` (queued, run_at not yet come, not yet promoted): the
+   * `delayed` count of progress and the `delayed` filter of list, read at query time. One set
+   * entry per delayed job only; a claim pays a `delete` only while the queue has delayed jobs.
+   */
+  readonly delayedIds = new Set<string>();
 }
 
 /** Reads a job's current record: the liveness test of heap entries. */
@@ -106,16 +112,23 @@ export class QueueOrder {
     if (after.state.job.value !== 'queued') {
       if (wasQueued) line.depth -= 1;
       line.taken.delete(after.jobId);
+      if (line.delayedIds.size > 0) line.delayedIds.delete(after.jobId);
       return;
     }
     if (!wasQueued) line.depth += 1;
     const sameRunAt = wasQueued && before.state.job.context.run_at === after.state.job.context.run_at;
     if (sameRunAt && compareRecords(before, after) === 0) return;
     const runAtMs = runAtOf(after);
-    if (runAtMs <= this.now()) line.ready.push(after);
+    if (runAtMs <= this.now()) {
+      line.ready.push(after);
+      if (line.delayedIds.size > 0) line.delayedIds.delete(after.jobId);
+    }
     // A delayed job's entry holds only its run_at: a move keeps it, and the ready entry is made
     // from the record when it comes due.
-    else if (!sameRunAt) line.delayed.push({ jobId: after.jobId, runAtMs });
+    else if (!sameRunAt) {
+      line.delayed.push({ jobId: after.jobId, runAtMs });
+      line.delayedIds.add(after.jobId);
+    }
     // A parked claim's timer must also learn of an earlier run_at.
     for (const wake of this.wakers) wake(after.queue);
   };
@@ -137,6 +150,7 @@ export class QueueOrder {
       const record = this.liveDelayed(head);
       if (!record) continue;
       line.ready.push(record);
+      line.delayedIds.delete(record.jobId);
       joined += 1;
     }
     return joined;
@@ -179,8 +193,30 @@ export class QueueOrder {
     const record = this.queuedRecord(jobId);
     if (!record) return;
     const runAtMs = runAtOf(record);
-    if (runAtMs > this.now()) line.delayed.push({ jobId, runAtMs });
-    else line.ready.push(record);
+    if (runAtMs > this.now()) {
+      line.delayed.push({ jobId, runAtMs });
+      line.delayedIds.add(jobId);
+    } else line.ready.push(record);
+  }
+
+  /**
+   * Queued jobs of the queue whose run_at has not come by the clock now (part of `depth`).
+   * Promotes the due ones first, as a claim would: that changes no order, only where a ready job
+   * waits. O(1) when nothing came due.
+   */
+  delayedCount(queue: string): number {
+    const line = this.lines.get(queue);
+    if (!line) return 0;
+    this.promoteDue(queue);
+    return line.delayedIds.size;
+  }
+
+  /** Whether the job is queued with its run_at not yet come (what `delayedCount` counts). */
+  isDelayed(queue: string, jobId: string): boolean {
+    const line = this.lines.get(queue);
+    if (!line) return false;
+    this.promoteDue(queue);
+    return line.delayedIds.has(jobId);
   }
 
   /** Ready jobs in order (a pure function of the log and the clock), then delayed by run_at. */

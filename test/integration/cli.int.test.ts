@@ -220,7 +220,7 @@ describe('docket CLI against a docket up child', () => {
     expect(json(twiceJson)).toMatchObject({ ok: false, error: { code: 'invalid_transition' } });
 
     expect(progressTable.code, progressTable.stderr).toBe(0);
-    for (const column of ['pending', 'reserved', 'success', 'error', 'ignore', 'total', 'queued', 'cancelled']) {
+    for (const column of ['pending', 'delayed', 'reserved', 'success', 'error', 'ignore', 'cancelled', 'total', 'queued']) {
       expect(progressTable.stdout).toContain(column);
     }
     expect(json(progressJson)).toEqual({
@@ -230,10 +230,12 @@ describe('docket CLI against a docket up child', () => {
           queue,
           counts: { waiting: 0, queued: 1, running: 0, succeeded: 0, failed: 0, cancelled: 1, skipped: 0, ignored: 0 },
           pending: 1,
+          delayed: 0,
           reserved: 0,
           success: 0,
           error: 0,
-          ignore: 1,
+          ignore: 0,
+          cancelled: 1,
           total: 2,
         },
       ],

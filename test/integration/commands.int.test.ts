@@ -412,10 +412,12 @@ describe('get, list, progress', () => {
       queue,
       counts: { waiting: 0, queued: 3, running: 0, succeeded: 0, failed: 0, cancelled: 2, skipped: 0, ignored: 0 },
       pending: 3,
+      delayed: 0,
       reserved: 0,
       success: 0,
       error: 0,
-      ignore: 2,
+      ignore: 0,
+      cancelled: 2,
       total: 5,
     };
     expect(await client.progress(queue)).toEqual([expected]);
