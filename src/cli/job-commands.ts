@@ -1,5 +1,5 @@
 /**
- * The job commands: submit, jobs, show, cancel, progress. Each prints a table or line for people
+ * The job commands: submit, jobs, show, cancel, promote, progress. Each prints a table or line for people
  * and, with `--json`, one JSON document `{ok:true, ...}` with the reply's fields.
  */
 import type { Command } from 'commander';
@@ -179,6 +179,17 @@ async function cancelAction(jobId: string, flags: CancelFlags): Promise<number> 
   return 0;
 }
 
+interface PromoteFlags extends CommonFlags {
+  readonly id?: string;
+}
+
+async function promoteAction(jobId: string, flags: PromoteFlags): Promise<number> {
+  const result = await withClient(flags, (client) => client.promote(jobId, flags.id === undefined ? {} : { id: flags.id }));
+  if (flags.json) writeJson({ ok: true, ...result });
+  else writeOut(`job ${result.job_id} ${result.status}, due from ${result.run_at}`);
+  return 0;
+}
+
 const STATES = JOB_STATUSES;
 
 /**
@@ -261,6 +272,14 @@ export function registerJobCommands(program: Command): void {
       .option('--reason <text>', 'why, recorded on the event')
       .option('--id <command-id>', 'command id: resending the same id returns the first result'),
   ).action(async (jobId: string, flags: CancelFlags) => setExitCode(await cancelAction(jobId, flags)));
+
+  withCommonOptions(
+    program
+      .command('promote')
+      .description('make a delayed job due now (it keeps its place in the queue order)')
+      .argument('<job_id>', 'job id')
+      .option('--id <command-id>', 'command id: resending the same id returns the first result'),
+  ).action(async (jobId: string, flags: PromoteFlags) => setExitCode(await promoteAction(jobId, flags)));
 
   withCommonOptions(
     program

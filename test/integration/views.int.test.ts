@@ -131,12 +131,15 @@ describe('delayed: queued jobs whose run_at has not come by the node clock', () 
     await client.cancel(second);
   });
 
-  test('a promoted job is no longer delayed', async ({ task }) => {
+  test('a promoted job (docket promote) is no longer delayed', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const job = await submit(queue, { delay_ms: 60_000 });
     expect(await progressOf(queue)).toMatchObject({ delayed: 1 });
-    await client.promote(job);
+    const promoted = await docket(['promote', job]);
+    expect(promoted).toMatchObject({ code: 0, stdout: `job ${job} queued, due from ${new Date(clock.now()).toISOString()}\n` });
     expect(await progressOf(queue)).toMatchObject({ delayed: 0, pending: 1 });
+    // Due now, it cannot be promoted again: the CLI says why and exits 1.
+    expect(await docket(['promote', job])).toMatchObject({ code: 1, stderr: expect.stringContaining('already due') });
     expect(await listIds(queue, 'delayed')).toEqual([]);
     expect(await listIds(queue, 'queued')).toEqual([job]);
     await client.cancel(job);
