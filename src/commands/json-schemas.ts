@@ -7,10 +7,12 @@
  * What JSON Schema cannot say is said in a `description` and left to the node: the byte limits
  * of params and keys (measured on the JSON text) and the nesting depth of JSON values. What it
  * can say beyond zod's output is added here: the cross-field rules of a job spec and of move.
- * Replies and events have no zod validators, so they have no schemas yet.
+ * Replies and events: reply-schemas.ts and src/nats/event-schemas.ts (`shippedSchemas` has all).
  */
 import { z } from 'zod';
+import { eventJsonSchemas } from '../nats/event-schemas.js';
 import { Limits } from './limits.js';
+import { replyJsonSchemas } from './reply-schemas.js';
 import {
   cancelSchema,
   claimSchema,
@@ -24,6 +26,9 @@ import {
   jsonValue,
   listSchema,
   moveSchema,
+  promoteSchema,
+  completeBatchSchema,
+  failBatchSchema,
   progressSchema,
   retrySchema,
   submitBatchSchema,
@@ -125,14 +130,23 @@ export function jsonSchemas(): Record<string, JsonSchema> {
     'cmd.progress': request('docket.cmd.progress request', 'Counts per queue (one queue, or all).', generate(progressSchema)),
     'cmd.retry': request('docket.cmd.retry request', 'Retry a failed or cancelled job by hand.', generate(retrySchema)),
     'cmd.move': request('docket.cmd.move request', 'Reorder a queued job: give priority, before or after (not both before and after).', move()),
+    'cmd.promote': request('docket.cmd.promote request', 'Make a delayed job due now (its place in the queue order kept).', generate(promoteSchema)),
     'work.claim': request('docket.work.<queue>.claim request', 'Claim up to `max` jobs of the queue.', generate(claimSchema)),
     'work.heartbeat': request('docket.work.<queue>.heartbeat request', 'Extend the leases of these runs; the reply names the runs that lost their job.', generate(heartbeatSchema)),
-    'work.complete': request('docket.work.<queue>.complete request', 'A run succeeded.', generate(completeSchema)),
-    'work.fail': request('docket.work.<queue>.fail request', 'A run failed.', generate(failSchema)),
+    'work.complete': request('docket.work.<queue>.complete request', 'A run succeeded, or many runs ended at once ({runs: [...]}, each answered on its own).', { anyOf: [generate(completeSchema), generate(completeBatchSchema)] }),
+    'work.fail': request('docket.work.<queue>.fail request', 'A run failed, or many runs failed at once ({runs: [...]}, each answered on its own).', { anyOf: [generate(failSchema), generate(failBatchSchema)] }),
   };
 }
 
 /** A schema file's text, as `npm run schemas` writes it and the test compares it. */
 export function schemaFileText(schema: JsonSchema): string {
   return `${JSON.stringify(schema, null, 2)}\n`;
+}
+
+/**
+ * Every schema `npm run schemas` ships, by file name: the requests (above), the replies
+ * (reply-schemas.ts) and the commit and events (src/nats/event-schemas.ts).
+ */
+export function shippedSchemas(): Record<string, JsonSchema> {
+  return { ...jsonSchemas(), ...replyJsonSchemas(), ...eventJsonSchemas() };
 }

@@ -17,7 +17,7 @@ import fc from 'fast-check';
 import type { z } from 'zod';
 import { describe, expect, test } from 'vitest';
 import { JOB_STATUSES } from '../../machines/index.js';
-import { jsonSchemas, schemaFileText } from '../../src/commands/json-schemas.js';
+import { jsonSchemas, schemaFileText, shippedSchemas } from '../../src/commands/json-schemas.js';
 import {
   cancelSchema,
   claimSchema,
@@ -28,6 +28,9 @@ import {
   jobSpecSchema,
   listSchema,
   moveSchema,
+  promoteSchema,
+  completeBatchSchema,
+  failBatchSchema,
   progressSchema,
   retrySchema,
   submitBatchSchema,
@@ -53,10 +56,11 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.progress': (v) => progressSchema.safeParse(v),
   'cmd.retry': (v) => retrySchema.safeParse(v),
   'cmd.move': (v) => moveSchema.safeParse(v),
+  'cmd.promote': (v) => promoteSchema.safeParse(v),
   'work.claim': (v) => claimSchema.safeParse(v),
   'work.heartbeat': (v) => heartbeatSchema.safeParse(v),
-  'work.complete': (v) => completeSchema.safeParse(v),
-  'work.fail': (v) => failSchema.safeParse(v),
+  'work.complete': (v) => (v !== null && typeof v === 'object' && 'runs' in v ? completeBatchSchema.safeParse(v) : completeSchema.safeParse(v)),
+  'work.fail': (v) => (v !== null && typeof v === 'object' && 'runs' in v ? failBatchSchema.safeParse(v) : failSchema.safeParse(v)),
 };
 
 // Samples are built field by field: in 'valid' mode from valid values only (what the node must
@@ -126,14 +130,27 @@ function arbs(mode: Mode) {
     ),
     'cmd.progress': fc.record({ queue }, { requiredKeys: [] }),
     'cmd.retry': fc.record({ id: commandId, job_id: idToken }, required('job_id')),
+    'cmd.promote': fc.record({ id: commandId, job_id: idToken }, required('job_id')),
     'cmd.move': fc
       .record({ id: commandId, job_id: idToken, priority: int(0, 255), before: idToken, after: idToken }, required('job_id'))
       // A valid move names a priority or one neighbour, never both neighbours.
       .map((m) => (mode === 'valid' ? ('before' in m ? (({ after: _, ...rest }) => rest)(m) : 'after' in m || 'priority' in m ? m : { ...m, priority: 1 }) : m)),
     'work.claim': fc.record({ ...claimFields, wait_ms: int(0, 60_000) }, required('worker')),
     'work.heartbeat': fc.record({ worker: text(0, 200), run_ids: fc.array(idToken, { maxLength: 4 }), progress: fc.dictionary(fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/), anyJson, { maxKeys: 3 }) }, required('run_ids')),
-    'work.complete': fc.record({ run_id: idToken, job_id: idToken, result: anyJson, exit_code: int(-255, 255), next: fc.record(claimFields, required('worker')) }, required('run_id', 'job_id')),
-    'work.fail': fc.record({ run_id: idToken, job_id: idToken, error: jobError, exit_code: int(-255, 255), next: fc.record(claimFields, required('worker')) }, required('run_id', 'job_id', 'error')),
+    'work.complete': fc.oneof(
+      fc.record({ run_id: idToken, job_id: idToken, result: anyJson, exit_code: int(-255, 255), next: fc.record(claimFields, required('worker')) }, required('run_id', 'job_id')),
+      fc.record(
+        { runs: fc.array(fc.record({ run_id: idToken, job_id: idToken, result: anyJson, exit_code: int(-255, 255) }, required('run_id', 'job_id')), { minLength: mode === 'valid' ? 1 : 0, maxLength: 3 }), next: fc.record(claimFields, required('worker')) },
+        required('runs'),
+      ),
+    ),
+    'work.fail': fc.oneof(
+      fc.record({ run_id: idToken, job_id: idToken, error: jobError, exit_code: int(-255, 255), next: fc.record(claimFields, required('worker')) }, required('run_id', 'job_id', 'error')),
+      fc.record(
+        { runs: fc.array(fc.record({ run_id: idToken, job_id: idToken, error: jobError, exit_code: int(-255, 255) }, required('run_id', 'job_id', 'error')), { minLength: mode === 'valid' ? 1 : 0, maxLength: 3 }), next: fc.record(claimFields, required('worker')) },
+        required('runs'),
+      ),
+    ),
   } satisfies Record<string, fc.Arbitrary<Record<string, unknown>>>;
 }
 const VALID: Record<string, fc.Arbitrary<Record<string, unknown>>> = arbs('valid');
@@ -152,9 +169,12 @@ function expressible(issues: readonly z.core.$ZodIssue[]): boolean {
 
 describe('the JSON Schemas in schemas/', () => {
   test('are the ones npm run schemas writes from the validators now', () => {
+    // All of them: the replies' and events' (test/commands/event-schemas.props.test.ts) with the requests'.
+    const shipped = shippedSchemas();
+    for (const name of Object.keys(generated)) expect(shipped[name]).toEqual(generated[name]);
     const files = readdirSync(SCHEMA_DIR).filter((f) => f.endsWith('.json')).sort();
-    expect(files).toEqual(Object.keys(generated).map((name) => `${name}.json`).sort());
-    for (const [name, schema] of Object.entries(generated)) expect(readFileSync(join(SCHEMA_DIR, `${name}.json`), 'utf8'), name).toBe(schemaFileText(schema));
+    expect(files).toEqual(Object.keys(shipped).map((name) => `${name}.json`).sort());
+    for (const [name, schema] of Object.entries(shipped)) expect(readFileSync(join(SCHEMA_DIR, `${name}.json`), 'utf8'), name).toBe(schemaFileText(schema));
   });
 
   test('cover every validator', () => {

@@ -1,0 +1,224 @@
+/**
+ * Documentation schemas of the log v2 (DESIGN "Streams and subjects"; README "Public contract",
+ * Events): the commit stored in DOCKET, the event envelope, the data of each job event, and the
+ * live event published on `docket.evt.job.<queue>.<job_id>`. zod validators, from which
+ * `npm run schemas` writes JSON Schemas (draft 2020-12) to schemas/ for clients in other languages.
+ *
+ * Nothing in the node validates with these: it writes events through the machines and reads the
+ * log with the hand-written checks of src/nats/codec.ts (`decodeCommit`, `envelopeProblem`) and
+ * src/audit/decode.ts (`jobDataProblem`). test/commands/event-schemas.props.test.ts keeps the
+ * schemas between the two: every commit and event the node writes is accepted, and whatever the
+ * read path refuses is refused. Objects are open (a field added in a later version does not make
+ * a consumer refuse the log); the test also checks that no field the node writes is undocumented.
+ */
+import { z } from 'zod';
+import { AGGREGATE_KINDS, COMMIT_VERSION, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, type JobEventType } from '../../machines/index.js';
+import type { JsonSchema } from '../commands/json-schemas.js';
+import { Limits } from '../commands/limits.js';
+import { ID_TOKEN, QUEUE_NAME } from './subjects.js';
+
+const DRAFT = 'https://json-schema.org/draft/2020-12/schema';
+const DEPTH_NOTE = `nested at most ${Limits.MaxJsonDepth} deep (bounded by the command that wrote it; JSON Schema does not express it)`;
+
+const idToken = z.string().regex(ID_TOKEN);
+const queueName = z.string().regex(QUEUE_NAME);
+/** RFC 3339 with a `T`, seconds and an offset: what `Date.parse` reads (the read path parses times). */
+const isoTime = z.iso.datetime({ offset: true });
+const jsonObject = (what: string) => z.record(z.string(), z.unknown()).describe(`${what}: a JSON object ${DEPTH_NOTE}.`);
+const jsonValue = (what: string) => z.unknown().describe(`${what}: any JSON value ${DEPTH_NOTE}.`);
+const byteNote = (what: string, bytes: number) => `${what} at most ${bytes} bytes of JSON text (UTF-8): checked by the command that wrote it, not expressed by this schema.`;
+
+// ---------------------------------------------------------------------------------------------
+// Job event data, one per type (machines/job.events.ts)
+
+const backoff = z.looseObject({
+  base_ms: z.int().min(0),
+  max_ms: z.int().min(0),
+  jitter: z.number().min(0).max(1),
+});
+
+const jobError = z.looseObject({
+  message: z.string().describe(byteNote('The message is', Limits.MaxErrorMessageBytes)),
+  stack: z.string().describe(byteNote('The stack is', Limits.MaxErrorStackBytes)).optional(),
+  retryable: z.boolean().describe('false ends the retry chain').optional(),
+});
+
+const exitCode = z.int().describe("The command's exit code (docket work), when the worker reported one.").optional();
+
+export const jobEventDataSchemas = {
+  'job.submitted': z.looseObject({
+    job_id: idToken.describe('The job id: the same as the aggregate id.'),
+    key: z
+      .union([z.string(), jsonObject('A key')])
+      .nullable()
+      .describe(`The job's readable key (a string or an object), or null. ${byteNote('The key is', Limits.MaxKeyBytes)}`),
+    params: jsonObject('The params').describe(`The params: a JSON object ${DEPTH_NOTE}. ${byteNote('They are', Limits.MaxParamsBytes)}`),
+    priority: z.int().min(Priority.Min).max(Priority.Max).describe('0..255, lower first.'),
+    position: z.number().nullable().describe("Second part of the order key; null: this event's own position in the log."),
+    run_at: isoTime.describe('The job may be claimed from this time.'),
+    max_attempts: z.int().min(1),
+    backoff,
+    attempt: z.int().min(1).describe("1 for a new job; the failed job's attempt + 1 for a retry."),
+    retry_of: idToken.nullable().describe('The failed job this one retries, or null.'),
+    waiting: z.boolean().describe('true: the job waits until job.released.'),
+  }),
+  'job.released': z.looseObject({}).describe('No fields: waiting -> queued.'),
+  'job.moved': z.looseObject({
+    priority: z.int().min(Priority.Min).max(Priority.Max),
+    position: z.number().nullable().describe("null keeps the position of job.submitted."),
+    run_at: isoTime.describe('A promote: the job may be claimed from this time.').optional(),
+  }),
+  'job.claimed': z.looseObject({
+    run_id: idToken.describe("The run's id: the handle of its completion."),
+    worker: z.string(),
+    host: z.string(),
+    pid: z.int().min(0),
+    version: z.string(),
+    lease_ms: z.int().min(1),
+  }),
+  'job.succeeded': z.looseObject({
+    run_id: idToken,
+    result: jsonValue('The result').describe(`The result: any JSON value ${DEPTH_NOTE}, null when the worker sent none. ${byteNote('It is', Limits.MaxResultBytes)}`),
+    exit_code: exitCode,
+  }),
+  'job.failed': z.looseObject({
+    run_id: idToken,
+    reason: z.enum(Object.values(FailureReasons)).describe('error (the worker failed it), lease_expired, crash_recovery, or cancelled (the job was cancelled while running).'),
+    error: jobError.nullable(),
+    exit_code: exitCode,
+  }),
+  'job.cancelled': z.looseObject({ reason: z.string().nullable() }),
+  'job.ignored': z.looseObject({ reason: z.string().nullable() }),
+  'job.skipped': z.looseObject({
+    run_id: idToken.nullable().describe('Set when the handler of a running job skipped it.'),
+    reason: z.string().nullable(),
+  }),
+  'job.artifact_added': z.looseObject({
+    run_id: idToken,
+    artifact: z.looseObject({
+      name: z.string(),
+      uri: z.string().optional(),
+      meta: jsonObject('The metadata').describe(`The metadata: a JSON object ${DEPTH_NOTE}. ${byteNote('It is', Limits.MaxArtifactMetaBytes)}`).optional(),
+    }),
+  }),
+} as const satisfies Record<JobEventType, z.ZodType>;
+
+// ---------------------------------------------------------------------------------------------
+// The envelope
+
+export const eventMetaSchema = z.looseObject({
+  node: z.string().describe('The node that decided the event.'),
+  command_id: z.string().describe('The command that asked for it, when the client sent an id.').optional(),
+  command_hash: z.string().describe("Hash of that command's body: a reused command id with another body is a conflict.").optional(),
+  correlation_id: z.string().optional(),
+  causation_id: z.string().optional(),
+  actor: z.string().optional(),
+});
+
+const envelopeFields = {
+  id: z.string().min(1).describe('Unique event id.'),
+  time: z.string().describe('ISO-8601 time the event was decided (node clock).'),
+  queue: queueName.describe('The queue of a queue-partition aggregate.').optional(),
+  meta: eventMetaSchema,
+};
+
+const NOT_EXPRESSED =
+  "Not expressed by this schema: event ids are unique; data.job_id of job.submitted equals aggregate.id; an event's queue is the queue of the partition it is stored in; whether an event is legal for its job (the machines decide, `docket audit` checks).";
+
+function jobEventSchema<T extends JobEventType>(type: T) {
+  return z
+    .looseObject({
+      ...envelopeFields,
+      type: z.literal(type),
+      time: isoTime.describe('ISO-8601 time the event was decided (node clock).'),
+      aggregate: z.looseObject({ kind: z.literal('job'), id: idToken.describe('The job id.') }),
+      data: jobEventDataSchemas[type],
+    })
+    .describe(`A ${type} event: the envelope with this type's data. ${NOT_EXPRESSED}`);
+}
+
+export const jobEventSchemas = Object.fromEntries(JOB_EVENT_TYPES.map((type) => [type, jobEventSchema(type)])) as { [T in JobEventType]: ReturnType<typeof jobEventSchema<T>> };
+
+/** Any job event: a union on `type`. */
+export const jobEventUnionSchema = z.discriminatedUnion(
+  'type',
+  JOB_EVENT_TYPES.map((type) => jobEventSchemas[type]) as unknown as [ReturnType<typeof jobEventSchema>, ...ReturnType<typeof jobEventSchema>[]],
+);
+
+const OTHER_KINDS = AGGREGATE_KINDS.filter((kind) => kind !== 'job');
+
+/** An event of another aggregate kind: DESIGN reserves the kinds; their data is not specified yet. */
+export const otherEventSchema = z
+  .looseObject({
+    ...envelopeFields,
+    type: z.string(),
+    aggregate: z.looseObject({ kind: z.enum(OTHER_KINDS as [string, ...string[]]), id: z.string() }),
+    data: z.record(z.string(), z.unknown()),
+  })
+  .describe(`An event of an aggregate of another kind (${OTHER_KINDS.join(', ')}): kinds DESIGN reserves, whose events this version does not write; their data is a JSON object.`);
+
+const EVENT_NOTE = `An event (log v2): {id, type, time, aggregate:{kind, id}, queue?, data, meta:{node, ...}}. A job event (aggregate kind job) has one of the job event types and its data. ${NOT_EXPRESSED}`;
+
+export const eventSchema = z.union([jobEventUnionSchema, otherEventSchema]).describe(EVENT_NOTE);
+
+// ---------------------------------------------------------------------------------------------
+// The commit and the live event
+
+export const commitSchema = z
+  .looseObject({
+    v: z.literal(COMMIT_VERSION).describe('The commit format version.'),
+    commit: z.string().min(1).describe("The commit id, unique per writer (node, lease epoch, counter); the append's Nats-Msg-Id."),
+    partition: z.string().regex(/^(q\.[A-Za-z0-9_-]{1,64}|sys)$/).describe('q.<queue> or sys.'),
+    writer: z.looseObject({ node: z.string(), epoch: z.int().min(0).describe("The writer's lease epoch: never goes back within a partition.") }),
+    prev_hash: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .nullable()
+      .describe("SHA-256 (hex) of the partition's previous commit payload as stored; null for its first."),
+    events: z.array(eventSchema).max(POSITION_SPAN - 1).describe('The events of the partition, in order.'),
+  })
+  .describe(
+    'One stored message of the stream DOCKET (subject docket.log.q.<queue> or docket.log.sys): the commit of one partition. ' +
+      "Not expressed by this schema: partition is the one its subject names; prev_hash is the hash of the previous commit of the partition as stored (the hash chain `docket audit` checks); epochs never go back within a partition; the events' aggregates belong to the partition.",
+  );
+
+export const positionSchema = z
+  .looseObject({
+    seq: z.int().min(1).describe('The stream sequence of the commit holding the event.'),
+    index: z.int().min(0).max(POSITION_SPAN - 1).describe('The index of the event in its commit.'),
+  })
+  .describe('The position of the event in the log: (commit sequence, index). A run\'s fencing token is seq * 65536 + index of its job.claimed.');
+
+export const liveEventSchema = z
+  .intersection(z.looseObject({ position: positionSchema }), jobEventUnionSchema)
+  .describe(
+    'A live event, published on core NATS (not stored) on docket.evt.job.<queue>.<job_id> after its commit is acknowledged: a job event with its position in front. ' +
+      'Not expressed by this schema: the subject names the event\'s queue and aggregate id. Durable, gap-free reading is the log itself.',
+  );
+
+// ---------------------------------------------------------------------------------------------
+// JSON Schemas
+
+/**
+ * Said on every schema: what is open. Objects are open so that a field added in a later version
+ * (the commit's `v` changes only when a reader would misread it) does not make consumers refuse.
+ */
+const OPEN_NOTE = 'Objects are open: docket may add fields in a later version of the same commit format; ignore the ones you do not know.';
+
+function generate(title: string, schema: z.ZodType): JsonSchema {
+  const json = z.toJSONSchema(schema, { io: 'input', target: 'draft-2020-12' }) as JsonSchema;
+  delete json['$schema'];
+  const description = [typeof json['description'] === 'string' ? json['description'] : undefined, OPEN_NOTE].filter((d) => d !== undefined).join(' ');
+  const { description: _, ...rest } = json;
+  return { $schema: DRAFT, title, description, ...rest };
+}
+
+/** The event and commit schemas by file name (without .json). */
+export function eventJsonSchemas(): Record<string, JsonSchema> {
+  return {
+    commit: generate('docket commit (log v2)', commitSchema),
+    event: generate('docket event (log v2)', eventSchema),
+    'live-event': generate('docket live event (docket.evt.job.<queue>.<job_id>)', liveEventSchema),
+    ...Object.fromEntries(JOB_EVENT_TYPES.map((type) => [`event.${type}`, generate(`docket ${type} event`, jobEventSchemas[type])])),
+  };
+}
