@@ -533,8 +533,9 @@ describe('two nodes on one stream', () => {
       await doomedNc.close(); // a crash: no lease given up, nothing drained
       await eventually(() => survivor.leadership.isLeader(queue), 'the survivor leads');
       expect(performance.now() - crashedAt).toBeLessThan(5_000);
-      // The survivor adopted the running job; the worker's heartbeats keep it alive.
-      expect(survivor.leases.size).toBe(1);
+      // The survivor adopts the running job once it has folded the partition (before it serves
+      // any heartbeat); the worker's heartbeats keep it alive.
+      await eventually(() => survivor.leases.size === 1, 'the survivor adopted the running job');
       releaseGate();
       await untilJob(survivor, held!, (r) => r.state.job.value === 'succeeded', 'the in-flight run completed through the survivor');
       expect(survivor.store.get(held!)?.state.run.context.run_id).toBe(runId);
