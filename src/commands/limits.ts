@@ -20,13 +20,11 @@ export const Limits = {
   MaxProgressBytes: 4 * 1024,
   /** One batch is one request; 10,000 jobs of small params fit NATS's default 1 MiB payload. */
   MaxBatchJobs: 10_000,
-  /** Pipelined appends per command; more only queues in the client. */
+  /** Submit items of one queue decided concurrently (their events join the partition's commits). */
   MaxAppendsInFlight: 1_024,
   /** `list` page size. */
   MaxListLimit: 1_000,
   DefaultListLimit: 100,
-  /** Decide again after a lost append race this many times, then reply `conflict`. */
-  MaxConflictRetries: 5,
   MaxAttempts: 1_000,
   /** A key is an index entry held in memory per live job; 1 KiB of JSON is plenty for a primary key. */
   MaxKeyBytes: 1_024,

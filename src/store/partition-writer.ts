@@ -155,7 +155,8 @@ export class PartitionWriter {
   append(events: readonly Envelope[]): Promise<Position[]> {
     if (this.closedWith) return Promise.reject(this.closedWith);
     const json = events.map((event) => JSON.stringify(event));
-    const bytes = json.reduce((sum, j) => sum + j.length + 1, 0);
+    // Bytes, not string length: a commit must fit the server's max payload whatever the params hold.
+    const bytes = json.reduce((sum, j) => sum + Buffer.byteLength(j) + 1, 0);
     if (bytes > COMMIT_LIMITS.maxBytes - 1024 || events.length > COMMIT_LIMITS.maxEvents) {
       return Promise.reject(new InvalidRequestError(`events of ${bytes} bytes do not fit in one commit (limit ${COMMIT_LIMITS.maxBytes})`));
     }
