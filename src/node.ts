@@ -6,7 +6,6 @@
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { systemClock, type Clock } from './clock.js';
-import { positionOf } from '../machines/index.js';
 import { CommandService } from './commands/command-service.js';
 import { findJob, type CommandContext } from './commands/handle-command.js';
 import { cancelJob, moveJob, promoteJob, retryJob } from './commands/job-commands.js';
@@ -18,17 +17,16 @@ import { nodeIdentity } from './cluster/node-identity.js';
 import { PartitionRouter } from './cluster/partition-router.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
 import { WorkService } from './dispatch/work-service.js';
-import { DocketError, InvalidRequestError, UnavailableError } from './errors.js';
+import { InvalidRequestError } from './errors.js';
 import { LeaseKeeper } from './reactors/leases.js';
 import { Retrier } from './reactors/retrier.js';
-import { splitByQueue, submitPart, type SubmitItemReply, type SubmitPart } from './commands/submit.js';
+import { submitCommand, submitPart, type SubmitItemReply, type SubmitPart } from './commands/submit.js';
 import { validate, validateSubmit } from './commands/validate.js';
 import { randomIds, type IdSource } from './ids.js';
 import { silentLogger, type Logger } from './logger.js';
 import { connectNats, watchConnection } from './nats/connection.js';
 import { ensureStream } from './nats/streams.js';
-import { isJobEvent } from './nats/codec.js';
-import { queuePartition, STREAM, subjects, toNodeToken } from './nats/subjects.js';
+import { STREAM, toNodeToken } from './nats/subjects.js';
 import { KeyIndex } from './projections/key-index.js';
 import { Progress } from './projections/progress.js';
 import { QueueIndex } from './projections/queue-index.js';
@@ -37,7 +35,7 @@ import { CheckpointFile } from './store/checkpoints.js';
 import { EventStore } from './store/event-store.js';
 import { JobStore } from './store/job-store.js';
 import { LogTail, type LogTailOptions } from './store/log-tail.js';
-import { PartitionWriter, readPartitionTip, type CommittedCommit } from './store/partition-writer.js';
+import { PartitionWriters } from './store/partition-writers.js';
 import { withinMs } from './timing.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
@@ -184,53 +182,16 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     await withinMs(CATCH_UP_MAX_MS, tail.waitFor(state.last_seq));
   };
 
-  // A committed commit of a partition this node writes: fold it here (read-your-writes without
-  // waiting for the tail), move the tail, and announce each event live on core NATS.
-  const onCommitted = ({ seq, commit, eventJson }: CommittedCommit): void => {
-    commit.events.forEach((event, index) => {
-      if (isJobEvent(event) && event.queue !== undefined) store.apply({ seq: positionOf(seq, index), queue: event.queue, jobId: event.aggregate.id, event });
-    });
-    tail.appended(seq);
-    commit.events.forEach((event, index) => {
-      if (event.queue === undefined) return;
-      // The event's JSON as stored, with its position in front: no second stringify per event.
-      appendNc.publish(subjects.job(event.queue, event.aggregate.id), Buffer.from(`{"position":{"seq":${seq},"index":${index}},${eventJson[index]!.slice(1)}`));
-    });
-  };
-  // The writers of the partitions this node leads: set when the lease is taken, ready once the
-  // partition is folded to its tip.
-  const writers = new Map<string, Promise<PartitionWriter>>();
-  /** The same writers once open (what the idle check reads synchronously). */
-  const openWriters = new Map<string, PartitionWriter>();
-  const openWriter = async (queue: string, epoch: number): Promise<PartitionWriter> => {
-    const partition = queuePartition(queue);
-    const tip = await readPartitionTip(jsm, partition);
-    return new PartitionWriter(appendNc, events, {
-      partition,
-      node: name,
-      epoch,
-      tip,
-      onCommitted,
-      refoldTo: (seq) => tail.waitFor(seq),
-      onDeposed: () => void leadership.relinquish(queue),
-      log: root.child({ component: 'writer', queue }),
-    });
-  };
-  const writerOf = async (queue: string): Promise<PartitionWriter> => {
-    const opening = writers.get(queue);
-    if (!opening) throw new UnavailableError(`this node does not lead queue ${queue}; retry`);
-    const writer = await opening;
-    await writer.ready();
-    return writer;
-  };
-  const context: CommandContext = { store, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: writerOf };
+  // The writers of the partitions this node leads (set when a lease is taken).
+  const writers = new PartitionWriters({ appendNc, events, jsm, node: name, store, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
+  const context: CommandContext = { store, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: (queue) => writers.writer(queue) };
   const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc) };
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   // A queue with no live job, no parked claim and nothing in its writer needs no leader.
   const isIdle = (queue: string): boolean => {
     const { pending, reserved } = progress.of(queue);
-    return pending + reserved === 0 && (dispatchers.get(queue)?.parked ?? 0) === 0 && (openWriters.get(queue)?.idle ?? !writers.has(queue));
+    return pending + reserved === 0 && (dispatchers.get(queue)?.parked ?? 0) === 0 && writers.idle(queue);
   };
   const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1, isIdle);
   const router = new PartitionRouter(nc, leadership, tail, root.child({ component: 'router' }));
@@ -242,27 +203,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run((await findJob(context, command.job_id)).queue, op, command);
 
   const commands = new CommandService(nc, root.child({ component: 'commands' }));
-  commands.register('submit', async (body) => {
-    const command = validateSubmit(body);
-    const results = new Array<SubmitItemReply>(command.jobs.length);
-    await Promise.all(
-      [...splitByQueue(command)].map(async ([queue, part]) => {
-        let replies: readonly SubmitItemReply[];
-        try {
-          replies = (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[];
-        } catch (err) {
-          const error = (err instanceof DocketError ? err : new UnavailableError(String(err))).toBody();
-          replies = part.items.map(() => ({ ok: false as const, error }));
-        }
-        part.items.forEach((item, i) => (results[item.index] = replies[i]!));
-      }),
-    );
-    if (command.batch) return { jobs: results };
-    const only = results[0]!;
-    if (!only.ok) return { ...only, ok: false };
-    const { ok: _ok, ...rest } = only;
-    return rest;
-  });
+  commands.register('submit', (body) => submitCommand(validateSubmit(body), async (queue, part) => (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[]));
   commands.register('cancel', (body) => onItsLeader('cancel', validate(cancelSchema, body)));
   commands.register('retry', (body) => onItsLeader('retry', validate(retrySchema, body)));
   commands.register('move', (body) => onItsLeader('move', validate(moveSchema, body)));
@@ -316,36 +257,20 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   undo.push(() => {
     for (const dispatcher of dispatchers.values()) dispatcher.stop();
   });
-  const stopWriting = (queue: string, why: string): void => {
-    const opening = writers.get(queue);
-    writers.delete(queue);
-    openWriters.delete(queue);
-    void opening?.then((writer) => writer.close(new UnavailableError(`${why}; retry`)), () => undefined);
-  };
-  undo.push(() => {
-    for (const queue of [...writers.keys()]) stopWriting(queue, 'this node is stopping');
-  });
+  undo.push(() => writers.stopAll('this node is stopping'));
   leadership.onChange((queue, leading) => {
     if (leading) {
       // Claims are taken at once; they are decided once the writer serves.
       if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue }), () => replyBudget(nc)));
-      // The writer serves once the partition is folded to its tip and recovery (DESIGN's matrix)
-      // is done: fresh leases for running jobs, missing retries. Until then every write and
-      // heartbeat of the queue waits, so none is answered from a half-recovered state.
-      const serving: Promise<PartitionWriter> = openWriter(queue, leadership.epochOf(queue)).then(async (writer) => {
-        if (writers.get(queue) === serving) openWriters.set(queue, writer);
-        await writer.ready();
-        if (writers.get(queue) === serving) {
-          leases.adopt(queue, store.values());
-          retrier.adopt(queue, store.values());
-          dispatchers.get(queue)?.pump();
-        }
-        return writer;
+      // Recovery on start or takeover (DESIGN's matrix), once the partition is folded to its tip:
+      // fresh leases for running jobs, missing retries, then dispatch.
+      writers.start(queue, leadership.epochOf(queue), () => {
+        leases.adopt(queue, store.values());
+        retrier.adopt(queue, store.values());
+        dispatchers.get(queue)?.pump();
       });
-      writers.set(queue, serving);
-      serving.catch((err: unknown) => log.warn({ err, queue }, 'cannot start writing the partition'));
     } else {
-      stopWriting(queue, `this node no longer leads ${queue}`);
+      writers.stop(queue, `this node no longer leads ${queue}`);
       dispatchers.get(queue)?.stop();
       dispatchers.delete(queue);
       leases.drop(queue);
@@ -397,7 +322,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       await router.stop();
       leases.stop();
       await leadership.stop();
-      for (const queue of [...writers.keys()]) stopWriting(queue, 'this node is stopping');
+      writers.stopAll('this node is stopping');
       await checkpoint();
       await tail.stop();
       await events.close();

@@ -6,7 +6,7 @@
  */
 import { isLiveStatus, Priority, type JobKey, type JsonObject } from '../../machines/index.js';
 import { toIso } from '../clock.js';
-import { DocketError, coerceError, type ErrorBody } from '../errors.js';
+import { DocketError, UnavailableError, coerceError, type ErrorBody } from '../errors.js';
 import { canonicalJson, commandJobId, eventIdFor, eventIdOf, keyedJobId } from '../ids.js';
 import { plainSubmitId, type JobRecord } from '../store/job-store.js';
 import { assertSameCommand, commandMetaOf, createJob, envelope, type CommandContext, type CommandMeta } from './handle-command.js';
@@ -138,4 +138,30 @@ export async function submitPart(ctx: CommandContext, part: SubmitPart): Promise
       return { ok: false as const, error: { code: 'unavailable' as const, message: coerceError(err).message } };
     }
   });
+}
+
+/**
+ * docket.cmd.submit as a whole: split by queue, each part run on its queue's leader (`runPart`),
+ * the replies put back in the command's order. A part that fails as a whole (its leader
+ * unavailable) answers each of its items with that error.
+ */
+export async function submitCommand(command: SubmitCommand, runPart: (queue: string, part: SubmitPart) => Promise<readonly SubmitItemReply[]>): Promise<Record<string, unknown>> {
+  const results = new Array<SubmitItemReply>(command.jobs.length);
+  await Promise.all(
+    [...splitByQueue(command)].map(async ([queue, part]) => {
+      let replies: readonly SubmitItemReply[];
+      try {
+        replies = await runPart(queue, part);
+      } catch (err) {
+        const error = (err instanceof DocketError ? err : new UnavailableError(coerceError(err).message)).toBody();
+        replies = part.items.map(() => ({ ok: false as const, error }));
+      }
+      part.items.forEach((item, i) => (results[item.index] = replies[i]!));
+    }),
+  );
+  if (command.batch) return { jobs: results };
+  const only = results[0]!;
+  if (!only.ok) return { ...only, ok: false };
+  const { ok: _ok, ...rest } = only;
+  return rest;
 }

@@ -1,0 +1,110 @@
+/**
+ * The partition writers of the queues this node leads: one opened when the lease is taken, serving
+ * once the partition is folded to its tip and the queue recovered, closed when the lease goes. A
+ * committed commit is folded here at once (read-your-writes without waiting for the tail), moves
+ * the tail, and each of its events is published live on core NATS.
+ */
+import type { JetStreamManager } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { positionOf } from '../../machines/index.js';
+import { UnavailableError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { isJobEvent } from '../nats/codec.js';
+import { queuePartition, subjects } from '../nats/subjects.js';
+import type { EventStore } from './event-store.js';
+import type { JobStore } from './job-store.js';
+import type { LogTail } from './log-tail.js';
+import { PartitionWriter, readPartitionTip, type CommittedCommit } from './partition-writer.js';
+
+export interface PartitionWritersOptions {
+  /** The node's append connection (noEcho): commits and live events go out on it. */
+  readonly appendNc: NatsConnection;
+  readonly events: EventStore;
+  readonly jsm: JetStreamManager;
+  readonly node: string;
+  readonly store: JobStore;
+  readonly tail: LogTail;
+  /** A writer found a later epoch in its partition: the node gives up the queue. */
+  readonly onDeposed: (queue: string) => void;
+  readonly log: Logger;
+}
+
+export class PartitionWriters {
+  /** Per led queue, its writer once it serves (folded to the tip, recovered). */
+  private readonly serving = new Map<string, Promise<PartitionWriter>>();
+  /** The same writers once open: what the idle check reads synchronously. */
+  private readonly open = new Map<string, PartitionWriter>();
+
+  constructor(private readonly options: PartitionWritersOptions) {}
+
+  /**
+   * Starts writing the queue's partition under `epoch`. `recover` runs once the partition is
+   * folded to its tip (DESIGN's recovery matrix); until it has run, every write and heartbeat of
+   * the queue waits, so none is answered from a half-recovered state.
+   */
+  start(queue: string, epoch: number, recover: () => void): void {
+    const serving: Promise<PartitionWriter> = this.openWriter(queue, epoch).then(async (writer) => {
+      if (this.serving.get(queue) === serving) this.open.set(queue, writer);
+      await writer.ready();
+      if (this.serving.get(queue) === serving) recover();
+      return writer;
+    });
+    this.serving.set(queue, serving);
+    serving.catch((err: unknown) => this.options.log.warn({ err, queue }, 'cannot start writing the partition'));
+  }
+
+  /** Stops writing the queue's partition: what waits in its writer is answered `unavailable`. */
+  stop(queue: string, why: string): void {
+    const serving = this.serving.get(queue);
+    this.serving.delete(queue);
+    this.open.delete(queue);
+    void serving?.then((writer) => writer.close(new UnavailableError(`${why}; retry`)), () => undefined);
+  }
+
+  stopAll(why: string): void {
+    for (const queue of [...this.serving.keys()]) this.stop(queue, why);
+  }
+
+  /** The queue's writer once it may decide; `unavailable` on a node that does not lead the queue. */
+  async writer(queue: string): Promise<PartitionWriter> {
+    const serving = this.serving.get(queue);
+    if (!serving) throw new UnavailableError(`this node does not lead queue ${queue}; retry`);
+    const writer = await serving;
+    await writer.ready();
+    return writer;
+  }
+
+  /** Nothing waits in the queue's writer (or it has none). */
+  idle(queue: string): boolean {
+    return this.open.get(queue)?.idle ?? !this.serving.has(queue);
+  }
+
+  private async openWriter(queue: string, epoch: number): Promise<PartitionWriter> {
+    const { appendNc, events, jsm, node, tail, log } = this.options;
+    const partition = queuePartition(queue);
+    const tip = await readPartitionTip(jsm, partition);
+    return new PartitionWriter(appendNc, events, {
+      partition,
+      node,
+      epoch,
+      tip,
+      onCommitted: (committed) => this.committed(committed),
+      refoldTo: (seq) => tail.waitFor(seq),
+      onDeposed: () => this.options.onDeposed(queue),
+      log: log.child({ queue }),
+    });
+  }
+
+  private committed({ seq, commit, eventJson }: CommittedCommit): void {
+    const { store, tail, appendNc } = this.options;
+    commit.events.forEach((event, index) => {
+      if (isJobEvent(event) && event.queue !== undefined) store.apply({ seq: positionOf(seq, index), queue: event.queue, jobId: event.aggregate.id, event });
+    });
+    tail.appended(seq);
+    commit.events.forEach((event, index) => {
+      if (event.queue === undefined) return;
+      // The event's JSON as stored, with its position in front: no second stringify per event.
+      appendNc.publish(subjects.job(event.queue, event.aggregate.id), Buffer.from(`{"position":{"seq":${seq},"index":${index}},${eventJson[index]!.slice(1)}`));
+    });
+  }
+}
