@@ -122,6 +122,22 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   return { record: ctx.store.bySubmitEventId(event.id) ?? loaded(ctx, jobId), created: true };
 }
 
+/**
+ * Creates many jobs whose ids are random (plain submits: no key, no command id), so no earlier
+ * job can hold them: each is decided by the machines, then all go to the writer together (one
+ * promise per commit's worth, not one per job). Answers each with its record or the error its
+ * commit failed with.
+ */
+export async function createNewJobs(ctx: CommandContext, queue: string, events: readonly JobEventOf<'job.submitted'>[]): Promise<(JobRecord | Error)[]> {
+  const writer = await ctx.writer(queue);
+  for (const event of events) {
+    const decision = decideJob(INITIAL_JOB_STATE, event);
+    if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: event.data.job_id } });
+  }
+  const positions = await writer.appendEach(events);
+  return positions.map((position, i) => (position instanceof Error ? position : loaded(ctx, events[i]!.data.job_id)));
+}
+
 export interface Transitioned {
   readonly record: JobRecord;
   readonly event: JobEvent;

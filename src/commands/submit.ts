@@ -9,7 +9,7 @@ import { toIso } from '../clock.js';
 import { DocketError, UnavailableError, coerceError, type ErrorBody } from '../errors.js';
 import { canonicalJson, commandJobId, eventIdFor, eventIdOf, keyedJobId } from '../ids.js';
 import { plainSubmitId, type JobRecord } from '../store/job-store.js';
-import { assertSameCommand, commandMetaOf, createJob, envelope, type CommandContext, type CommandMeta } from './handle-command.js';
+import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, type CommandContext, type CommandMeta } from './handle-command.js';
 import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
 import type { SubmitCommand } from './validate.js';
@@ -129,15 +129,43 @@ export function splitByQueue(command: SubmitCommand): Map<string, SubmitPart> {
 
 /** Submits one queue's part, on its leader; every item is answered on its own. */
 export async function submitPart(ctx: CommandContext, part: SubmitPart): Promise<SubmitItemReply[]> {
-  return mapLimited(part.items, Limits.MaxAppendsInFlight, async ({ index, spec }) => {
-    try {
-      return { ok: true as const, ...(await submitItem(ctx, spec, part.id, index)) };
-    } catch (err) {
-      if (err instanceof DocketError) return { ok: false as const, error: err.toBody() };
-      ctx.log.error({ err: coerceError(err), queue: spec.queue }, 'submit failed');
-      return { ok: false as const, error: { code: 'unavailable' as const, message: coerceError(err).message } };
-    }
+  const replies = new Array<SubmitItemReply>(part.items.length);
+  // Plain submits (no key, no command id) take random ids: nothing to look up, so they are
+  // decided together and handed to the writer at once.
+  const plain: number[] = [];
+  const others: number[] = [];
+  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined ? plain : others).push(i));
+  await Promise.all([
+    plain.length === 0 ? undefined : submitPlain(ctx, plain.map((i) => part.items[i]!.spec)).then(
+      (answers) => plain.forEach((i, k) => (replies[i] = answers[k]!)),
+      (err: unknown) => plain.forEach((i) => (replies[i] = failedItem(ctx, err, part.items[i]!.spec))),
+    ),
+    mapLimited(others, Limits.MaxAppendsInFlight, async (i) => {
+      const { index, spec } = part.items[i]!;
+      try {
+        replies[i] = { ok: true as const, ...(await submitItem(ctx, spec, part.id, index)) };
+      } catch (err) {
+        replies[i] = failedItem(ctx, err, spec);
+      }
+    }),
+  ]);
+  return replies;
+}
+
+async function submitPlain(ctx: CommandContext, specs: readonly JobSpec[]): Promise<SubmitItemReply[]> {
+  const events = specs.map((spec) => {
+    const jobId = ctx.ids.next();
+    return submittedEvent(ctx, spec, jobId, plainSubmitId(jobId), {});
   });
+  const created = await createNewJobs(ctx, specs[0]!.queue, events);
+  return created.map((record, k) => (record instanceof Error ? failedItem(ctx, record, specs[k]!) : { ok: true as const, job_id: record.jobId, status: record.state.job.value, created: true }));
+}
+
+/** An item's failure as its reply: a DocketError as it is, anything else `unavailable` (and logged). */
+function failedItem(ctx: CommandContext, err: unknown, spec: JobSpec): SubmitItemReply {
+  if (err instanceof DocketError) return { ok: false as const, error: err.toBody() };
+  ctx.log.error({ err: coerceError(err), queue: spec.queue }, 'submit failed');
+  return { ok: false as const, error: { code: 'unavailable' as const, message: coerceError(err).message } };
 }
 
 /**

@@ -84,6 +84,11 @@ function epochOf(payload: Uint8Array): number {
   }
 }
 
+/** An event's bytes in a commit (with its comma): bytes, not string length, so a commit fits the max payload whatever the params hold. */
+function bytesOf(json: string): number {
+  return Buffer.byteLength(json) + 1;
+}
+
 export class PartitionWriter {
   readonly partition: string;
   private readonly subject: string;
@@ -155,11 +160,44 @@ export class PartitionWriter {
   append(events: readonly Envelope[]): Promise<Position[]> {
     if (this.closedWith) return Promise.reject(this.closedWith);
     const json = events.map((event) => JSON.stringify(event));
-    // Bytes, not string length: a commit must fit the server's max payload whatever the params hold.
-    const bytes = json.reduce((sum, j) => sum + Buffer.byteLength(j) + 1, 0);
+    const bytes = json.reduce((sum, j) => sum + bytesOf(j), 0);
     if (bytes > COMMIT_LIMITS.maxBytes - 1024 || events.length > COMMIT_LIMITS.maxEvents) {
       return Promise.reject(new InvalidRequestError(`events of ${bytes} bytes do not fit in one commit (limit ${COMMIT_LIMITS.maxBytes})`));
     }
+    return this.enqueue(events, json, bytes);
+  }
+
+  /**
+   * Adds many independent events (they may go to different commits): grouped into items that
+   * each fit a commit, one promise per group rather than per event. Resolves, once every group is
+   * answered, with each event's position or the error its commit failed with.
+   */
+  async appendEach(events: readonly Envelope[]): Promise<(Position | Error)[]> {
+    if (this.closedWith) return events.map(() => this.closedWith!);
+    const json = events.map((event) => JSON.stringify(event));
+    const sizes = json.map(bytesOf);
+    // Checked before anything is queued: nothing of a refused call is committed.
+    const tooBig = sizes.find((size) => size > COMMIT_LIMITS.maxBytes - 1024);
+    if (tooBig !== undefined) throw new InvalidRequestError(`an event of ${tooBig} bytes does not fit in a commit (limit ${COMMIT_LIMITS.maxBytes})`);
+    const groups: { readonly count: number; readonly done: Promise<Position[]> }[] = [];
+    let start = 0;
+    let bytes = 0;
+    for (let i = 0; i <= events.length; i++) {
+      const full = i === events.length || (i > start && (bytes + sizes[i]! > COMMIT_LIMITS.maxBytes - 1024 || i - start >= COMMIT_LIMITS.maxEvents));
+      if (full && i > start) {
+        groups.push({ count: i - start, done: this.enqueue(events.slice(start, i), json.slice(start, i), bytes) });
+        start = i;
+        bytes = 0;
+      }
+      if (i < events.length) bytes += sizes[i]!;
+    }
+    const settled = await Promise.allSettled(groups.map((group) => group.done));
+    return settled.flatMap((outcome, g): (Position | Error)[] =>
+      outcome.status === 'fulfilled' ? outcome.value : new Array<Error>(groups[g]!.count).fill(outcome.reason instanceof Error ? outcome.reason : new UnavailableError(String(outcome.reason))),
+    );
+  }
+
+  private enqueue(events: readonly Envelope[], json: readonly string[], bytes: number): Promise<Position[]> {
     for (const event of events) this.markBusy(event.aggregate.id);
     return new Promise<Position[]>((resolve, reject) => {
       this.queued.push({ events, json, bytes, resolve, reject });

@@ -134,6 +134,9 @@ describe('a commit the stream refuses', () => {
       expect((await request(ownNc, 'submit', { queue, id: 'first' })).ok).toBe(true);
       const refused = await request(ownNc, 'submit', { id: 'batch-1', jobs: [{ queue, params: { n: 1 } }, { queue, params: { n: 2 } }] });
       expect(refused).toMatchObject({ ok: true, jobs: [{ ok: false, error: { code: 'unavailable' } }, { ok: false, error: { code: 'unavailable' } }] });
+      // Plain submits (no key, no command id) go to the writer together: refused together.
+      const plain = await request(ownNc, 'submit', { jobs: [{ queue, params: { n: 3 } }, { queue, params: { n: 4 } }] });
+      expect(plain).toMatchObject({ ok: true, jobs: [{ ok: false, error: { code: 'unavailable' } }, { ok: false, error: { code: 'unavailable' } }] });
       expect((await ownJsm.streams.info(STREAM)).state.messages).toBe(1);
       await ownJsm.streams.update(STREAM, { subjects: [LOG_SUBJECTS], max_msgs: -1, discard: DiscardPolicy.New });
       const resent = await request(ownNc, 'submit', { id: 'batch-1', jobs: [{ queue, params: { n: 1 } }, { queue, params: { n: 2 } }] });
