@@ -75,21 +75,18 @@ export class PartitionRouter {
     this.leaders.delete(queue);
   }
 
-  /** Runs `op` on the queue's leader and returns its reply's fields; a refusal is thrown as its DocketError. */
-  async run(queue: string, op: string, body: unknown): Promise<Record<string, unknown>> {
-    // Twice at most: a leader that just stopped has no responders; look the lease up again.
+  /**
+   * Runs `here` when this node leads the queue, else `there(leader)`. Twice at most: a leader that
+   * just stopped has no responders, so the lease is looked up again once. A DocketError is the
+   * leader's answer and passes through; any other failure is `unavailable`.
+   */
+  async toLeader<T>(queue: string, here: () => Promise<T>, there: (leader: string) => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const leader = await this.leaderOf(queue);
       if (!leader) throw new UnavailableError(`queue ${queue} has no leader yet; retry`);
-      if (leader.node === this.leadership.node) return this.local(queue, op, body);
+      if (leader.node === this.leadership.node) return here();
       try {
-        const reply = await this.nc.request(subjects.forwarded(leader.node, queue), JSON.stringify({ op, body } satisfies Forwarded), { timeout: FORWARD_TIMEOUT_MS });
-        const answer = reply.json<{ ok: boolean; error?: ErrorBody } & Record<string, unknown>>();
-        if (!answer.ok) throw fromErrorBody(answer.error ?? { code: 'unavailable', message: 'the leader answered without a reply' });
-        const { ok: _ok, [FOLDED_TO]: foldedTo, ...fields } = answer;
-        // Read-your-writes through this node: a `get` here right after sees what the leader wrote.
-        if (typeof foldedTo === 'number') await withinMs(READ_YOUR_WRITES_MAX_MS, this.tail.waitFor(foldedTo));
-        return fields;
+        return await there(leader.node);
       } catch (err) {
         if (err instanceof DocketError) throw err;
         this.forget(queue);
@@ -98,6 +95,23 @@ export class PartitionRouter {
         }
       }
     }
+  }
+
+  /** Runs `op` on the queue's leader and returns its reply's fields; a refusal is thrown as its DocketError. */
+  run(queue: string, op: string, body: unknown): Promise<Record<string, unknown>> {
+    return this.toLeader(
+      queue,
+      () => this.local(queue, op, body),
+      async (leader) => {
+        const reply = await this.nc.request(subjects.forwarded(leader, queue), JSON.stringify({ op, body } satisfies Forwarded), { timeout: FORWARD_TIMEOUT_MS });
+        const answer = reply.json<{ ok: boolean; error?: ErrorBody } & Record<string, unknown>>();
+        if (!answer.ok) throw fromErrorBody(answer.error ?? { code: 'unavailable', message: 'the leader answered without a reply' });
+        const { ok: _ok, [FOLDED_TO]: foldedTo, ...fields } = answer;
+        // Read-your-writes through this node: a `get` here right after sees what the leader wrote.
+        if (typeof foldedTo === 'number') await withinMs(READ_YOUR_WRITES_MAX_MS, this.tail.waitFor(foldedTo));
+        return fields;
+      },
+    );
   }
 
   private local(queue: string, op: string, body: unknown): Promise<Record<string, unknown>> {

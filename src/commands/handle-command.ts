@@ -82,11 +82,6 @@ function loaded(ctx: CommandContext, jobId: string): JobRecord {
   return record;
 }
 
-/** The position of the event with this id in the job's history. */
-function positionIn(record: JobRecord, eventId: string): Position {
-  return historyOf(record).find((h) => h.id === eventId)?.seq ?? record.seq;
-}
-
 export interface Created {
   readonly record: JobRecord;
   /** false when the job already existed (an earlier send, or another command, created it). */
@@ -177,10 +172,12 @@ export async function transitionJob(
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   const record = loaded(ctx, jobId);
   const candidate = build(record, eventId);
+  // A resent command: its event is in the history already (the first result is the answer).
   if (holdsEvent(record, eventId)) {
-    assertSameCommand(historyOf(record).find((h) => h.id === eventId)?.commandHash, candidate.meta);
+    const earlier = historyOf(record).find((h) => h.id === eventId)!;
+    assertSameCommand(earlier.commandHash, candidate.meta);
     onDecided?.();
-    return { record, event: candidate, replayed: true, position: positionIn(record, eventId) };
+    return { record, event: candidate, replayed: true, position: earlier.seq };
   }
   const decision = decideJob(record.state, candidate);
   if (!decision.ok) {

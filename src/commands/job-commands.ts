@@ -59,30 +59,22 @@ function assertQueue(ctx: CommandContext, queue: string, jobId: string): void {
   if (record && record.queue !== queue) throw new InvalidRequestError(`job ${jobId} is in queue ${record.queue}, not ${queue}`, { details: { job_id: jobId } });
 }
 
-/** A run succeeded (the worker protocol's complete). Idempotent by run id. */
-export async function completeRun(ctx: CommandContext, queue: string, item: CompleteItem, onDecided?: () => void): Promise<{ job_id: string; status: string }> {
+/**
+ * A run's end, the worker protocol's complete (no `error`) or fail (an `error`): idempotent by
+ * run id. `onDecided` runs once the end is accepted and handed to the writer.
+ */
+export async function endRun(ctx: CommandContext, queue: string, item: CompleteItem | FailItem, onDecided?: () => void): Promise<{ job_id: string; status: string }> {
   assertQueue(ctx, queue, item.job_id);
-  const { record } = await transitionJob(ctx, item.job_id, `complete:${item.run_id}`, (current, eventId) =>
-    envelope(ctx, 'job.succeeded', current, eventId, {
-      run_id: item.run_id,
-      result: (item.result ?? null) as never,
-      ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }),
-    }),
-    onDecided,
-  );
-  return { job_id: record.jobId, status: record.state.job.value };
-}
-
-/** A run failed (the worker protocol's fail). Idempotent by run id. */
-export async function failRun(ctx: CommandContext, queue: string, item: FailItem, onDecided?: () => void): Promise<{ job_id: string; status: string }> {
-  assertQueue(ctx, queue, item.job_id);
-  const { record } = await transitionJob(ctx, item.job_id, `fail:${item.run_id}`, (current, eventId) =>
-    envelope(ctx, 'job.failed', current, eventId, {
-      run_id: item.run_id,
-      reason: 'error',
-      error: item.error as JobError,
-      ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }),
-    }),
+  const exit = item.exit_code === undefined ? {} : { exit_code: item.exit_code };
+  const failed = 'error' in item;
+  const { record } = await transitionJob(
+    ctx,
+    item.job_id,
+    `${failed ? 'fail' : 'complete'}:${item.run_id}`,
+    (current, eventId) =>
+      failed
+        ? envelope(ctx, 'job.failed', current, eventId, { run_id: item.run_id, reason: 'error', error: item.error as JobError, ...exit })
+        : envelope(ctx, 'job.succeeded', current, eventId, { run_id: item.run_id, result: (item.result ?? null) as never, ...exit }),
     onDecided,
   );
   return { job_id: record.jobId, status: record.state.job.value };

@@ -9,7 +9,7 @@ import type { Leadership } from '../cluster/leadership.js';
 import type { PartitionRouter } from '../cluster/partition-router.js';
 import { errorReply, maxPayload, respondSafely } from '../commands/reply.js';
 import type { CommandContext } from '../commands/handle-command.js';
-import { completeRun, failRun } from '../commands/job-commands.js';
+import { endRun } from '../commands/job-commands.js';
 import {
   claimSchema,
   completeBatchSchema,
@@ -18,8 +18,6 @@ import {
   failSchema,
   heartbeatSchema,
   type ClaimedJob,
-  type CompleteItem,
-  type FailItem,
   type NextClaimCommand,
 } from '../commands/schemas.js';
 import { Limits } from '../commands/limits.js';
@@ -123,20 +121,12 @@ export class WorkService {
       // Checked before a leader is looked up (which takes a free lease): a bad request must not
       // make any node lead a queue named only by it.
       validateWork(parsed.verb, parseJson(msg.data));
-      // Twice at most: a leader that just stopped has no responders; look the lease up again.
-      for (let attempt = 0; ; attempt++) {
-        const leader = await this.router.leaderOf(parsed.queue);
-        if (!leader) throw new UnavailableError(`queue ${parsed.queue} has no leader yet; retry`);
-        if (leader.node === this.leadership.node) return await this.serve(msg);
-        const timeout = forwardWaitMs(parseJson(msg.data)) + FORWARD_SLACK_MS;
-        try {
-          const reply = await this.nc.request(subjects.leaderWork(leader.node, parsed.queue, parsed.verb), msg.data, { timeout });
-          return this.respond(msg, reply.data);
-        } catch (err) {
-          this.router.forget(parsed.queue);
-          if (attempt >= 1 || !/no responders/i.test(coerceError(err).message)) throw err;
-        }
-      }
+      const timeout = forwardWaitMs(parseJson(msg.data)) + FORWARD_SLACK_MS;
+      await this.router.toLeader(
+        parsed.queue,
+        () => this.serve(msg),
+        async (leader) => this.respond(msg, (await this.nc.request(subjects.leaderWork(leader, parsed.queue, parsed.verb), msg.data, { timeout })).data),
+      );
     } catch (err) {
       this.router.forget(parsed.queue);
       const reason = err instanceof DocketError ? err : new UnavailableError(`leader did not answer: ${coerceError(err).message}`, { cause: err });
@@ -189,7 +179,6 @@ export class WorkService {
       }
       case 'complete':
       case 'fail': {
-        const finish = verb === 'complete' ? completeRun : failRun;
         if (isBatch(body)) {
           const request = validate(verb === 'complete' ? completeBatchSchema : failBatchSchema, body);
           await this.ctx.writer(queue);
@@ -199,7 +188,7 @@ export class WorkService {
           const [runs, next] = await Promise.all([
             Promise.all(
               request.runs.map((item) =>
-                (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, item).then(
+                endRun(this.ctx, queue, item).then(
                   (done) => ({ ok: true as const, ...done }),
                   (err: unknown) => ({ ok: false as const, job_id: item.job_id, error: (err instanceof DocketError ? err : new UnavailableError(coerceError(err).message)).toBody() }),
                 ),
@@ -215,7 +204,7 @@ export class WorkService {
         // join one commit; a refused end claims nothing.
         let accepted!: () => void;
         const decided = new Promise<boolean>((resolve) => (accepted = () => resolve(true)));
-        const finishing = (finish as (ctx: CommandContext, queue: string, item: CompleteItem | FailItem, onDecided: () => void) => Promise<{ job_id: string; status: string }>)(this.ctx, queue, request, accepted);
+        const finishing = endRun(this.ctx, queue, request, accepted);
         const next = Promise.race([decided, finishing.then(() => true, () => false)]).then((ok) => (ok ? this.claimNext(queue, request.next) : {}));
         const done = await finishing;
         return { ...done, ...(await next) };

@@ -5,8 +5,6 @@
 export const STREAM = 'DOCKET';
 /** The stream's one subject filter: every partition's commits (log v2). */
 export const LOG_SUBJECTS = 'docket.log.>';
-/** Live events: core NATS, not stored (DESIGN: "Live events"). */
-export const EVENT_SUBJECTS = 'docket.evt.>';
 /** The partition of aggregates that span queues (templates, schedules, groups). */
 export const SYS_PARTITION = 'sys';
 /** Commands are served by a queue group so that each request is answered by one node. */
