@@ -8,5 +8,8 @@ export * from './job-run.machine.js';
 export * from './job.aggregate.js';
 
 /** Machine versions; a checkpoint written under other versions is dropped and rebuilt from the log. */
-export const MACHINE_VERSIONS = { job: 1, jobRun: 1 } as const;
+export const MACHINE_VERSIONS = { job: 1, jobRun: 1, queue: 1, reservation: 1 } as const;
 export * from './retry-policy.js';
+export * from './queue.machine.js';
+export * from './reservation.machine.js';
+export * from './aggregates.js';

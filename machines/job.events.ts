@@ -52,6 +52,11 @@ export interface JobSubmittedData {
   readonly retry_of: string | null;
   /** true: the job waits (on a dependency or group order) until `job.released`. */
   readonly waiting: boolean;
+  /**
+   * Flow control's key (a tenant, say): the queue's key_concurrency and key_rate hold per key.
+   * Absent in events written before it existed: read as null.
+   */
+  readonly concurrency_key?: string | null;
 }
 
 export interface JobClaimedData {

@@ -46,6 +46,8 @@ export interface JobContext {
   readonly finished_at: string | null;
   /** Why the job ended without success (cancel/ignore/skip reason, or the failure reason). */
   readonly end_reason: string | null;
+  /** Flow control's key (JobSubmittedData.concurrency_key), or null. */
+  readonly concurrency_key: string | null;
 }
 
 export const EMPTY_JOB: JobContext = {
@@ -63,6 +65,7 @@ export const EMPTY_JOB: JobContext = {
   created_at: '',
   finished_at: null,
   end_reason: null,
+  concurrency_key: null,
 };
 
 /** The context effect of every accepted job event: written once, used by the machine and the fast fold. */
@@ -85,6 +88,7 @@ export function applyJobEvent(context: JobContext, event: JobEvent): JobContext 
         created_at: event.time,
         finished_at: null,
         end_reason: null,
+        concurrency_key: d.concurrency_key ?? null,
       };
     }
     case 'job.moved':

@@ -50,6 +50,19 @@ export function commandJobId(queue: string, commandId: string, index: number): s
   return prefixedId('c', digest('command', queue, commandId, String(index)));
 }
 
+/**
+ * A reservation's id: the queue's name, a dash, then 22 characters (from the command id when
+ * there is one, so a resent reserve names the same reservation). The queue is read back from it.
+ */
+export function reservationId(queue: string, commandId: string | undefined, random: IdSource): string {
+  return `${queue}-${commandId === undefined ? digest('reservation', random.next()) : digest('reservation', queue, commandId)}`;
+}
+
+/** The queue a reservation id names (see reservationId); null when it is not one. */
+export function queueOfReservationId(reservationId: string): string | null {
+  return reservationId.length > 23 && reservationId[reservationId.length - 23] === '-' ? reservationId.slice(0, -23) : null;
+}
+
 /** A retry's id: one per (failed job, attempt), so the retry can never be created twice. */
 export function retryJobId(failedJobId: string, attempt: number): string {
   return prefixedId('r', digest('retry', failedJobId, String(attempt)));

@@ -20,3 +20,7 @@ export { ManualClock, systemClock, type Clock } from './clock.js';
 export { createLogger, type Logger } from './logger.js';
 export type { JobSpec } from './commands/schemas.js';
 export type { Envelope, JobEvent, JobEventType, JobStatus, RunStatus, Json, JsonObject } from '../machines/index.js';
+export type { QueueView } from './commands/queue-commands.js';
+export type { QueueShow, HoldView } from './commands/flow-queries.js';
+export type { Reserved, ReservationView } from './commands/reservation-commands.js';
+export type { QueueSettings, QueueSettingsChange, RateLimit, QueueEvent, ReservationEvent } from '../machines/index.js';

@@ -11,6 +11,14 @@ import { findJob, type CommandContext } from './commands/handle-command.js';
 import { cancelJob, moveJob, promoteJob, retryJob } from './commands/job-commands.js';
 import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
 import { replyBudget } from './commands/reply.js';
+import { holdOf, listReservations, showQueue, type FlowViewContext } from './commands/flow-queries.js';
+import { assertKnownQueue, pauseQueue, resumeQueue, setQueue } from './commands/queue-commands.js';
+import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema, type PauseCommand, type QueueSetCommand, type ReleaseCommand, type RenewCommand, type ReserveCommand, type ResumeCommand } from './commands/queue-schemas.js';
+import { queueOfReservation, release, renew, reserve } from './commands/reservation-commands.js';
+import { FlowGate } from './dispatch/flow-gate.js';
+import { FlowCounts } from './projections/flow.js';
+import { ReservationExpirer } from './reactors/reservations.js';
+import type { QueueContext } from '../machines/index.js';
 import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, promoteSchema, retrySchema, type CancelCommand, type MoveCommand, type PromoteCommand, type RetryCommand } from './commands/schemas.js';
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
 import { nodeIdentity } from './cluster/node-identity.js';
@@ -33,7 +41,9 @@ import { QueueIndex } from './projections/queue-index.js';
 import { QueueOrder } from './projections/queue-order.js';
 import { CheckpointFile } from './store/checkpoints.js';
 import { EventStore } from './store/event-store.js';
-import { JobStore } from './store/job-store.js';
+import { Kernel } from './store/kernel.js';
+import type { JobStore } from './store/job-store.js';
+import type { AggregateStore } from './store/aggregate-store.js';
 import { LogTail, type LogTailOptions } from './store/log-tail.js';
 import { PartitionWriters } from './store/partition-writers.js';
 import { withinMs } from './timing.js';
@@ -76,6 +86,8 @@ export interface DocketNode {
   readonly name: string;
   readonly nc: NatsConnection;
   readonly store: JobStore;
+  /** Every non-job aggregate (queues, reservations, ...). */
+  readonly aggregates: AggregateStore;
   readonly tail: LogTail;
   /** The append transport of this node's partition writers (tests append through it directly). */
   readonly events: EventStore;
@@ -136,12 +148,14 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const streamCreated = info.created;
   const lastSeqAtStart = info.state.last_seq;
 
-  const store = new JobStore();
+  const kernel = new Kernel();
+  const { jobs: store, aggregates } = kernel;
   const queueOrder = new QueueOrder(() => clock.now(), (jobId) => store.get(jobId));
   const progress = new Progress();
   const keys = new KeyIndex();
   const queueIndex = new QueueIndex();
-  for (const projection of [queueOrder, progress, keys, queueIndex]) store.onChange(projection.apply);
+  const flowCounts = new FlowCounts((queue) => aggregates.stateOf<QueueContext>('queue', queue).context.settings);
+  for (const projection of [queueOrder, progress, keys, queueIndex, flowCounts]) store.onChange(projection.apply);
 
   const checkpointFile = options.dataDir === undefined ? undefined : new CheckpointFile(join(options.dataDir, 'checkpoint.json'), streamCreated);
   let fromSeq = 1;
@@ -150,8 +164,9 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     const checkpoint = await checkpointFile.read();
     if (checkpoint && checkpoint.seq <= lastSeqAtStart) {
       for (const record of checkpoint.records) store.restore(record);
+      for (const record of checkpoint.aggregates) aggregates.restore(record);
       fromSeq = checkpoint.seq + 1;
-      log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length, ms: Date.now() - restoring }, 'checkpoint restored');
+      log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length, aggregates: checkpoint.aggregates.length, ms: Date.now() - restoring }, 'checkpoint restored');
     }
     // Only changes by events go into the next segment; restored records are in the file already.
     store.onChange((change) => {
@@ -165,7 +180,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     ? await connectNats({ ...servers, name: `docket-${name}-appends`, noEcho: true })
     : (options.appendNc ?? nc);
   if (ownsConnection) undo.push(() => appendNc.close());
-  const tail = new LogTail(nc, store, root.child({ component: 'tail' }), fromSeq, appendNc === nc ? {} : { ...options.tail, appendConnection: appendNc, ownNode: name });
+  const tail = new LogTail(nc, kernel, root.child({ component: 'tail' }), fromSeq, appendNc === nc ? {} : { ...options.tail, appendConnection: appendNc, ownNode: name });
   const started = Date.now();
   log.debug({ fromSeq, lastSeqAtStart }, 'folding the log');
   undo.push(() => tail.stop());
@@ -183,15 +198,17 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   };
 
   // The writers of the partitions this node leads (set when a lease is taken).
-  const writers = new PartitionWriters({ appendNc, events, jsm, node: name, store, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
-  const context: CommandContext = { store, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: (queue) => writers.writer(queue) };
-  const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc) };
+  const writers = new PartitionWriters({ appendNc, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
+  const context: CommandContext = { store, aggregates, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: (queue) => writers.writer(queue) };
+  const flowView: FlowViewContext = { store, aggregates, counts: flowCounts, queueOrder, clock };
+  const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc), holdOf: (record) => holdOf(flowView, record) };
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   // A queue with no live job, no parked claim and nothing in its writer needs no leader.
+  // An active reservation needs its leader too: someone must expire it.
   const isIdle = (queue: string): boolean => {
     const { pending, reserved } = progress.of(queue);
-    return pending + reserved === 0 && (dispatchers.get(queue)?.parked ?? 0) === 0 && writers.idle(queue);
+    return pending + reserved === 0 && (dispatchers.get(queue)?.parked ?? 0) === 0 && writers.idle(queue) && aggregates.stateOf('reservation', queue).value !== 'active';
   };
   const leadership = new Leadership(nc, name, root.child({ component: 'leadership' }), options.leadershipLeaseMs ?? DEFAULT_LEADERSHIP_LEASE_MS, options.replicas ?? 1, isIdle);
   const router = new PartitionRouter(nc, leadership, tail, root.child({ component: 'router' }));
@@ -201,6 +218,19 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   router.register('move', (_queue, body) => moveJob(context, body as MoveCommand));
   router.register('promote', (_queue, body) => promoteJob(context, body as PromoteCommand));
   const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run((await findJob(context, command.job_id)).queue, op, command);
+  router.register('pause', (_queue, body) => pauseQueue(context, body as PauseCommand));
+  router.register('resume', (_queue, body) => resumeQueue(context, body as ResumeCommand));
+  router.register('queue.set', (_queue, body) => setQueue(context, body as QueueSetCommand));
+  router.register('reserve', (_queue, body) => reserve(context, body as ReserveCommand));
+  router.register('release', (_queue, body) => release(context, body as ReleaseCommand));
+  router.register('renew', (_queue, body) => renew(context, body as RenewCommand));
+  // A queue is known by a job or state of its own; checked before any leader is asked (or made).
+  const isKnown = (queue: string) => queueIndex.has(queue) || aggregates.get('queue', queue) !== undefined || aggregates.get('reservation', queue) !== undefined;
+  const onKnownQueue = async (op: string, command: { queue: string; create?: boolean | undefined }): Promise<Record<string, unknown>> => {
+    if (!isKnown(command.queue)) await catchUp();
+    assertKnownQueue(isKnown(command.queue), command.queue, command.create);
+    return router.run(command.queue, op, command);
+  };
 
   const commands = new CommandService(nc, root.child({ component: 'commands' }));
   commands.register('submit', (body) => submitCommand(validateSubmit(body), async (queue, part) => (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[]));
@@ -211,6 +241,20 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   commands.register('get', (body) => getJob(queries, validate(getSchema, body)));
   commands.register('list', (body) => listJobs(queries, validate(listSchema, body)));
   commands.register('progress', (body) => progressOf(queries, validate(progressSchema, body)));
+  commands.register('pause', (body) => onKnownQueue('pause', validate(pauseSchema, body)));
+  commands.register('resume', (body) => onKnownQueue('resume', validate(resumeSchema, body)));
+  commands.register('queue.set', (body) => onKnownQueue('queue.set', validate(queueSetSchema, body)));
+  commands.register('queue.show', (body) => showQueue(flowView, validate(queueShowSchema, body)));
+  commands.register('reserve', (body) => onKnownQueue('reserve', validate(reserveSchema, body)));
+  commands.register('release', (body) => {
+    const command = validate(releaseSchema, body);
+    return router.run(queueOfReservation(command.reservation_id), 'release', command);
+  });
+  commands.register('renew', (body) => {
+    const command = validate(renewSchema, body);
+    return router.run(queueOfReservation(command.reservation_id), 'renew', command);
+  });
+  commands.register('reservations', (body) => listReservations(flowView, validate(reservationsSchema, body)));
 
   let lastCheckpointSeq = fromSeq - 1;
   let writing: Promise<void> | undefined;
@@ -220,7 +264,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     const seq = tail.position;
     const started = Date.now();
     writing = checkpointFile
-      .write(seq, store)
+      .write(seq, store, [...aggregates.values()])
       .then(({ records, full }) => {
         lastCheckpointSeq = seq;
         log.info({ seq, records, full, jobs: store.size, ms: Date.now() - started }, 'checkpoint written');
@@ -248,8 +292,17 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const retrier = new Retrier(context, isLeader, root.child({ component: 'retrier' }));
   store.onChange(leases.apply);
   store.onChange(retrier.apply);
+  const reservationExpirer = new ReservationExpirer(context, isLeader, clock, root.child({ component: 'reservations' }));
+  aggregates.onChange(reservationExpirer.apply);
+  reservationExpirer.start();
+  undo.push(() => reservationExpirer.stop());
   const dispatchers = new Map<string, QueueDispatcher>();
   queueOrder.onReady((queue) => dispatchers.get(queue)?.pump());
+  // A slot or a hold freed: a running job ended, a queue resumed, a reservation ended, a limit changed.
+  flowCounts.onFreed((queue) => dispatchers.get(queue)?.pump());
+  aggregates.onChange(({ after }) => {
+    if (after.queue !== null) dispatchers.get(after.queue)?.pump();
+  });
   const unsubscribeClock = clock.onChange?.(() => {
     for (const dispatcher of dispatchers.values()) dispatcher.pump();
   });
@@ -261,12 +314,13 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   leadership.onChange((queue, leading) => {
     if (leading) {
       // Claims are taken at once; they are decided once the writer serves.
-      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue }), () => replyBudget(nc)));
+      if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue }), () => replyBudget(nc), new FlowGate(queue, aggregates, flowCounts)));
       // Recovery on start or takeover (DESIGN's matrix), once the partition is folded to its tip:
       // fresh leases for running jobs, missing retries, then dispatch.
       writers.start(queue, leadership.epochOf(queue), () => {
         leases.adopt(queue, store.values());
         retrier.adopt(queue, store.values());
+        reservationExpirer.adopt(queue);
         dispatchers.get(queue)?.pump();
       });
     } else {
@@ -275,9 +329,15 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       dispatchers.delete(queue);
       leases.drop(queue);
       retrier.drop(queue);
+      reservationExpirer.drop(queue);
     }
   });
   for (const queue of queueIndex.queues()) leadership.watch(queue);
+  // A reserved queue without jobs still needs a leader to expire its reservation.
+  for (const record of aggregates.values()) if (record.queue !== null) leadership.watch(record.queue);
+  aggregates.onChange(({ before, after }) => {
+    if (before === undefined && after.queue !== null) leadership.watch(after.queue);
+  });
   store.onChange((change) => {
     if (change.before === undefined) leadership.watch(change.after.queue);
   });
@@ -298,6 +358,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     name,
     nc,
     store,
+    aggregates,
     tail,
     events,
     queueOrder,
@@ -321,6 +382,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       await commands.stop();
       await router.stop();
       leases.stop();
+      reservationExpirer.stop();
       await leadership.stop();
       writers.stopAll('this node is stopping');
       await checkpoint();

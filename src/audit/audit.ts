@@ -10,7 +10,7 @@
  * had, as every node's fold does), so one tampered event gives one violation, not a cascade
  * through the rest of its history.
  */
-import { commitSeqOf, evolveJob, indexOf, INITIAL_JOB_STATE, positionOf, type JobEvent, type JobState, type Position } from '../../machines/index.js';
+import { commitSeqOf, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
 import { commitHash } from '../nats/codec.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, SYS_PARTITION } from '../nats/subjects.js';
 import { decodeStoredCommit, partitionAggregate, type DecodedEvent } from './decode.js';
@@ -26,6 +26,13 @@ interface PartitionState {
   epoch: number;
   epochSeq: number;
   readonly jobs: Map<string, JobAudit>;
+  /** Non-job aggregates by `<kind>:<id>`, folded through their machines. */
+  readonly aggregates: Map<string, FoldState<unknown>>;
+  /** Flow control as the log stands: running jobs in all and per concurrency_key, recent claim times. */
+  running: number;
+  readonly runningByKey: Map<string, number>;
+  readonly claimTimes: number[];
+  readonly keyClaimTimes: Map<string, number[]>;
 }
 
 interface JobAudit {
@@ -48,6 +55,19 @@ interface JobAudit {
 const CLOSING = new Set(['job.succeeded', 'job.failed', 'job.skipped', 'job.cancelled']);
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'skipped', 'ignored']);
 /** Kinds whose aggregates live in a queue's partition (DESIGN: "Partitions"); the others live in sys. */
+/** Adds a claim time, keeping the last `limit + 1` (enough to see a window over its limit); amortised O(1). */
+function keepClaim(times: number[], time: number, limit: number): void {
+  times.push(time);
+  if (times.length > 2 * (limit + 1)) times.splice(0, times.length - (limit + 1));
+}
+
+/** Claims in (time - period, time], counted from the newest back: at most limit + 1 looked at. */
+function claimsWithin(times: readonly number[], time: number, rate: { readonly limit: number; readonly period_ms: number }): number {
+  let count = 0;
+  for (let i = times.length - 1; i >= 0 && count <= rate.limit; i--) if (times[i]! > time - rate.period_ms) count += 1;
+  return count;
+}
+
 const QUEUE_KINDS = new Set(['job', 'queue', 'reservation', 'jobnode']);
 
 function emptyCounts(): Record<AuditRule, number> {
@@ -128,7 +148,7 @@ export class Auditor {
 
     let st = this.partitions.get(subject);
     if (st === undefined) {
-      st = { lastSeq: 0, lastHash: null, epoch: -Infinity, epochSeq: 0, jobs: new Map() };
+      st = { lastSeq: 0, lastHash: null, epoch: -Infinity, epochSeq: 0, jobs: new Map(), aggregates: new Map(), running: 0, runningByKey: new Map(), claimTimes: [], keyClaimTimes: new Map() };
       this.partitions.set(subject, st);
     }
     const previousSeq = st.lastSeq;
@@ -228,6 +248,12 @@ export class Auditor {
       } else if (queueKind && event.queue !== queue) {
         this.violateAt(position, aggregate, AuditRules.EnvelopeMismatch, `${event.type} says queue ${String(event.queue)} but is stored in partition ${partition}`, [position]);
       }
+      if (isAggregateEvent(event)) {
+        const before = st.aggregates.get(aggregate) ?? initialAggregateState(event.aggregate.kind);
+        const after = evolveAggregate(before, event);
+        if (after === null) this.violateAt(position, aggregate, AuditRules.IllegalTransition, `${event.type} (event ${event.id}) refused by the ${aggregateKind} machine in state ${before.value}`, [position]);
+        else st.aggregates.set(aggregate, after);
+      }
       return;
     }
     this.pushJob(position, partition, st, decoded);
@@ -265,12 +291,58 @@ export class Auditor {
         break;
       case 'job.claimed':
         job.claimAt = position;
+        this.checkFlow(position, aggregate, st, queue, jobId, event, after.job.context.concurrency_key);
         break;
       default:
         if (CLOSING.has(event.type) && before.run.value === 'running' && after.run.value !== 'running') job.closeAt = position;
     }
     if (!TERMINAL.has(before.job.value) && TERMINAL.has(after.job.value)) job.endAt = position;
+    if (before.job.value === 'running' && after.job.value !== 'running') {
+      st.running -= 1;
+      const key = after.job.context.concurrency_key;
+      if (key !== null) st.runningByKey.set(key, (st.runningByKey.get(key) ?? 1) - 1);
+    }
     job.state = after;
+  }
+
+  /**
+   * A claim against the queue's state at that point of the log: not while paused or reserved
+   * (the reservation's direct job excepted), and within the limits then set.
+   */
+  private checkFlow(at: Position, aggregate: string, st: PartitionState, queue: string, jobId: string, event: Extract<JobEvent, { type: 'job.claimed' }>, key: string | null): void {
+    const named = `job.claimed (event ${event.id})`;
+    const queueState = (st.aggregates.get(`queue:${queue}`) ?? initialAggregateState('queue')) as FoldState<QueueContext>;
+    const reservation = (st.aggregates.get(`reservation:${queue}`) ?? initialAggregateState('reservation')) as FoldState<ReservationContext>;
+    if (queueState.value === 'paused') this.violateAt(at, aggregate, AuditRules.ClaimWhileHeld, `${named} while queue ${queue} was paused`, [at]);
+    // The reservation's own job runs ahead of the queue: neither held nor limited.
+    const direct = reservation.value === 'active' && reservation.context.job_id === jobId;
+    if (reservation.value === 'active' && !direct) {
+      this.violateAt(at, aggregate, AuditRules.ClaimWhileHeld, `${named} while queue ${queue} was reserved by ${String(reservation.context.holder)} (${String(reservation.context.reservation_id)})`, [at]);
+    }
+    const { concurrency, rate, key_concurrency, key_rate } = queueState.context.settings;
+    const time = Date.parse(event.time);
+    st.running += 1;
+    if (!direct && concurrency !== null && st.running > concurrency) this.violateAt(at, aggregate, AuditRules.LimitExceeded, `${named}: ${st.running} running in queue ${queue}, over its concurrency ${concurrency}`, [at]);
+    // Claim times are kept only while a rate is set (as the dispatcher counts them), at most as many as the rate can look at.
+    if (rate === null) st.claimTimes.length = 0;
+    else {
+      keepClaim(st.claimTimes, time, rate.limit);
+      const inWindow = claimsWithin(st.claimTimes, time, rate);
+      if (!direct && inWindow > rate.limit) this.violateAt(at, aggregate, AuditRules.LimitExceeded, `${named}: ${inWindow} claims in queue ${queue} within ${rate.period_ms} ms, over its rate ${rate.limit}`, [at]);
+    }
+    if (key === null) return;
+    const runningOfKey = (st.runningByKey.get(key) ?? 0) + 1;
+    st.runningByKey.set(key, runningOfKey);
+    if (!direct && key_concurrency !== null && runningOfKey > key_concurrency) this.violateAt(at, aggregate, AuditRules.LimitExceeded, `${named}: ${runningOfKey} running with key ${key}, over the key concurrency ${key_concurrency}`, [at]);
+    if (key_rate === null) {
+      st.keyClaimTimes.delete(key);
+      return;
+    }
+    let times = st.keyClaimTimes.get(key);
+    if (times === undefined) st.keyClaimTimes.set(key, (times = []));
+    keepClaim(times, time, key_rate.limit);
+    const inWindow = claimsWithin(times, time, key_rate);
+    if (!direct && inWindow > key_rate.limit) this.violateAt(at, aggregate, AuditRules.LimitExceeded, `${named}: ${inWindow} claims with key ${key} within ${key_rate.period_ms} ms, over the key rate ${key_rate.limit}`, [at]);
   }
 
   /** Names the most specific rule the machines' refusal of `event` breaks. */

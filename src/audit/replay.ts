@@ -6,7 +6,8 @@
  * commits is the caller's (src/store/read-log.ts); the chain walk takes a loader so that it
  * stays free of I/O.
  */
-import { commitSeqOf, evolveJob, indexOf, INITIAL_JOB_STATE, positionOf, type JobEvent, type JobState, type Position, type RunContext, type RunStatus } from '../../machines/index.js';
+import { commitSeqOf, evolveJob, indexOf, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type JobEvent, type JobState, type Position, type QueueContext, type QueueSettings, type ReservationContext, type RunContext, type RunStatus } from '../../machines/index.js';
+import { AggregateStore } from '../store/aggregate-store.js';
 import { Progress, type QueueProgress, type StatusCounts } from '../projections/progress.js';
 import { QueueOrder, orderKeyOf, type OrderKey } from '../projections/queue-order.js';
 import { JobStore, type JobRecord } from '../store/job-store.js';
@@ -306,6 +307,8 @@ export interface QueueView {
   readonly delayed: readonly DelayedJobView[];
   readonly running: readonly RunningRunView[];
   readonly progress: QueueProgress;
+  /** The queue's own state at the point: paused or active, its flow-control settings, its active reservation. */
+  readonly state: { readonly status: string; readonly paused_reason: string | null; readonly settings: QueueSettings; readonly reservation: { readonly reservation_id: string; readonly holder: string; readonly expires_at: string } | null };
   /** Events the machines refused, and events (or commits) that could not be read: run `docket audit`. */
   readonly refused: number;
   readonly undecodable: number;
@@ -317,6 +320,8 @@ export interface QueueView {
  */
 export class QueueReplay {
   readonly store = new JobStore();
+  /** The queue's own aggregates (the queue, its reservation), folded from the same commits. */
+  readonly aggregates = new AggregateStore();
   readonly order: QueueOrder;
   readonly progress = new Progress();
   atMs: number;
@@ -369,11 +374,24 @@ export class QueueReplay {
     this.seq = commitSeqOf(position);
     if (decoded.kind !== 'job') {
       if (decoded.kind === 'undecodable') this.undecodable += 1;
+      else if (isAggregateEvent(decoded.event) && decoded.event.queue === this.queue) this.aggregates.apply(position, decoded.event);
       return null;
     }
     if (decoded.queue !== this.queue) return null;
     this.store.apply({ seq: position, queue: decoded.queue, jobId: decoded.jobId, event: decoded.event });
     return decoded.event;
+  }
+
+  private stateView(): QueueView['state'] {
+    const queue = this.aggregates.stateOf<QueueContext>('queue', this.queue);
+    const reservation = this.aggregates.stateOf<ReservationContext>('reservation', this.queue);
+    const r = reservation.context;
+    return {
+      status: queue.value,
+      paused_reason: queue.context.paused_reason,
+      settings: queue.context.settings,
+      reservation: reservation.value === 'active' ? { reservation_id: r.reservation_id ?? '', holder: r.holder ?? '', expires_at: r.expires_at ?? '' } : null,
+    };
   }
 
   pushAll(messages: Iterable<RecordedMessage>): this {
@@ -426,7 +444,8 @@ export class QueueReplay {
       delayed,
       running,
       progress: this.progress.of(this.queue),
-      refused: this.store.refused,
+      state: this.stateView(),
+      refused: this.store.refused + this.aggregates.refused,
       undecodable: this.undecodable,
     };
   }

@@ -63,6 +63,10 @@ export const AuditRules = {
   RetryChain: 'retry_chain',
   /** A claim decided before the job's `run_at`. */
   ClaimedBeforeRunAt: 'claimed_before_run_at',
+  /** A claim while its queue was paused or reserved (the reservation's own direct job excepted). */
+  ClaimWhileHeld: 'claim_while_held',
+  /** A claim past the queue's flow-control limits as they stood then: concurrency, rate, or those of the job's concurrency_key. */
+  LimitExceeded: 'limit_exceeded',
 } as const;
 export type AuditRule = (typeof AuditRules)[keyof typeof AuditRules];
 

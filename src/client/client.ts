@@ -9,6 +9,10 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { positionOf, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
 import { fromErrorBody, type ErrorBody } from '../errors.js';
 import { connectNats, requestBytes } from '../nats/connection.js';
+import type { QueueSettingsChange } from '../../machines/index.js';
+import type { QueueShow } from '../commands/flow-queries.js';
+import type { QueueView } from '../commands/queue-commands.js';
+import type { Reserved, ReservationView } from '../commands/reservation-commands.js';
 import { decodeCommit, envelopeProblem } from '../nats/codec.js';
 import { LOG_SUBJECTS, queuePartition, STREAM, subjects } from '../nats/subjects.js';
 import type { JobSpec } from '../commands/schemas.js';
@@ -216,6 +220,44 @@ export class Client {
   async progress(queue?: string): Promise<QueueProgress[]> {
     const { queues } = await this.request<{ queues: QueueProgress[] }>('progress', queue === undefined ? {} : { queue });
     return queues;
+  }
+
+  /** Pauses a queue: it takes submits and hands out nothing until resumed. `create` configures a queue with no job yet. */
+  async pause(queue: string, options: { reason?: string; actor?: string; id?: string; create?: boolean } = {}): Promise<QueueView> {
+    return this.request<QueueView>('pause', { queue, ...options });
+  }
+
+  async resume(queue: string, options: { actor?: string; id?: string } = {}): Promise<QueueView> {
+    return this.request<QueueView>('resume', { queue, ...options });
+  }
+
+  /** Changes a queue's flow-control settings (a field left out keeps its value; null clears it). */
+  async setQueue(queue: string, settings: QueueSettingsChange & { actor?: string; id?: string; create?: boolean }): Promise<QueueView> {
+    return this.request<QueueView>('queue.set', { queue, ...settings });
+  }
+
+  /** A queue's state, settings, active reservation, and what holds its waiting jobs. */
+  async showQueue(queue: string): Promise<QueueShow> {
+    return this.request<QueueShow>('queue.show', { queue });
+  }
+
+  /** Takes the queue's reservation; with `job`, that job is created and claimed under it (direct execution). */
+  async reserve(queue: string, options: { holder: string; ttl_ms: number; job?: Omit<SubmitJob, 'queue'>; lease_ms?: number; id?: string; create?: boolean }): Promise<Reserved> {
+    const { job, ...rest } = options;
+    return this.request<Reserved>('reserve', { queue, ...rest, ...(job === undefined ? {} : { job: { ...job, queue } }) });
+  }
+
+  async release(reservationId: string, options: { id?: string } = {}): Promise<{ reservation_id: string; queue: string; released: true }> {
+    return this.request('release', { reservation_id: reservationId, ...options });
+  }
+
+  async renew(reservationId: string, ttlMs: number, options: { id?: string } = {}): Promise<ReservationView> {
+    return this.request<ReservationView>('renew', { reservation_id: reservationId, ttl_ms: ttlMs, ...options });
+  }
+
+  async reservations(queue?: string): Promise<ReservationView[]> {
+    const { reservations } = await this.request<{ reservations: ReservationView[] }>('reservations', queue === undefined ? {} : { queue });
+    return reservations;
   }
 
   /**

@@ -4,7 +4,7 @@
  * handlers and reactors all decide through `createJob` and `transitionJob`; only the partition
  * writers (src/store/partition-writer.ts) publish to DOCKET.
  */
-import { decideJob, INITIAL_JOB_STATE, type EventMeta, type JobEvent, type Position } from '../../machines/index.js';
+import { decideAggregate, decideJob, INITIAL_JOB_STATE, type AggregateEvent, type EventMeta, type FoldState, type JobEvent, type Position } from '../../machines/index.js';
 import type { Clock } from '../clock.js';
 import { toIso } from '../clock.js';
 import { ConflictError, excerpt, InvalidTransitionError, NotFoundError, StaleRunError } from '../errors.js';
@@ -14,9 +14,12 @@ import type { KeyIndex } from '../projections/key-index.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
 import { historyOf, holdsEvent, isSubmitOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import type { LogTail } from '../store/log-tail.js';
+import type { AggregateRecord, AggregateStore } from '../store/aggregate-store.js';
 
 export interface CommandContext {
   readonly store: JobStore;
+  /** Every non-job aggregate (queues, reservations, ...), folded from the same commits. */
+  readonly aggregates: AggregateStore;
   readonly tail: LogTail;
   readonly keys: KeyIndex;
   readonly clock: Clock;
@@ -188,4 +191,55 @@ export async function transitionJob(
   onDecided?.();
   const [position] = await appended;
   return { record: loaded(ctx, jobId), event: candidate, replayed: false, position: position! };
+}
+
+type AggregateEventOf<T extends AggregateEvent['type']> = Extract<AggregateEvent, { type: T }>;
+
+/** Builds an event of a queue-partition aggregate (queue, reservation) stamped with the node's clock. */
+export function aggregateEnvelope<T extends AggregateEvent['type']>(
+  ctx: Pick<CommandContext, 'node' | 'clock'>,
+  type: T,
+  ref: { readonly kind: AggregateEventOf<T>['aggregate']['kind']; readonly id: string; readonly queue: string },
+  id: string,
+  data: AggregateEventOf<T>['data'],
+  meta: Omit<EventMeta, 'node'> = {},
+): AggregateEventOf<T> {
+  return { id, type, time: toIso(ctx.clock.now()), aggregate: { kind: ref.kind, id: ref.id }, queue: ref.queue, data, meta: { ...meta, node: ctx.node } } as AggregateEventOf<T>;
+}
+
+export interface AggregateTransitioned<C> {
+  readonly record: AggregateRecord<C>;
+  readonly event: AggregateEvent;
+  /** true when this command's event was already in the aggregate's history (a resent command). */
+  readonly replayed: boolean;
+  readonly position: Position;
+}
+
+/**
+ * Decides and commits one event on a queue-partition aggregate (its queue's leader). As
+ * transitionJob: decisions rest on committed state; a resent command (same id) finds its event
+ * in the aggregate's recent history and returns the first result.
+ */
+export async function transitionAggregate<C>(
+  ctx: CommandContext,
+  ref: { readonly kind: AggregateEvent['aggregate']['kind']; readonly id: string; readonly queue: string },
+  commandId: string | undefined,
+  build: (state: FoldState<C>, eventId: string) => AggregateEvent,
+): Promise<AggregateTransitioned<C>> {
+  const eventId = commandId === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(commandId, `${ref.kind}-${ref.id}`);
+  const writer = await ctx.writer(ref.queue);
+  while (writer.isBusy(ref.id, ref.kind)) await writer.settled(ref.id, ref.kind);
+  const before = ctx.aggregates.get<C>(ref.kind, ref.id);
+  const candidate = build(ctx.aggregates.stateOf<C>(ref.kind, ref.id), eventId);
+  const earlier = before?.history.find((h) => h.id === eventId);
+  if (before && earlier) {
+    assertSameCommand(earlier.commandHash, candidate.meta);
+    return { record: before, event: candidate, replayed: true, position: earlier.seq };
+  }
+  const decision = decideAggregate(ctx.aggregates.stateOf(ref.kind, ref.id), candidate);
+  if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { [ref.kind]: ref.id, status: ctx.aggregates.stateOf(ref.kind, ref.id).value } });
+  const [position] = await writer.append([candidate]);
+  const record = ctx.aggregates.get<C>(ref.kind, ref.id);
+  if (!record) throw new Error(`${ref.kind} ${ref.id} missing after its commit`);
+  return { record, event: candidate, replayed: false, position: position! };
 }

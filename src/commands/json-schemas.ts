@@ -33,6 +33,7 @@ import {
   retrySchema,
   submitBatchSchema,
 } from './schemas.js';
+import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema } from './queue-schemas.js';
 
 export type JsonSchema = { [key: string]: unknown };
 
@@ -131,6 +132,17 @@ export function jsonSchemas(): Record<string, JsonSchema> {
     'cmd.retry': request('docket.cmd.retry request', 'Retry a failed or cancelled job by hand.', generate(retrySchema)),
     'cmd.move': request('docket.cmd.move request', 'Reorder a queued job: give priority, before or after (not both before and after).', move()),
     'cmd.promote': request('docket.cmd.promote request', 'Make a delayed job due now (its place in the queue order kept).', generate(promoteSchema)),
+    'cmd.pause': request('docket.cmd.pause request', 'Pause a queue: it takes submits and hands out nothing until resumed.', generate(pauseSchema)),
+    'cmd.resume': request('docket.cmd.resume request', 'Resume a paused queue.', generate(resumeSchema)),
+    'cmd.queue.set': request('docket.cmd.queue.set request', "Change a queue's flow-control settings: give at least one; null clears it.", {
+      ...generate(queueSetSchema),
+      anyOf: [{ required: ['concurrency'] }, { required: ['rate'] }, { required: ['key_concurrency'] }, { required: ['key_rate'] }],
+    }),
+    'cmd.queue.show': request('docket.cmd.queue.show request', "A queue's state, settings, reservation and what holds its waiting jobs.", generate(queueShowSchema)),
+    'cmd.reserve': request('docket.cmd.reserve request', "Take the queue's one reservation (direct execution), optionally with a job created and claimed under it. The job's queue must be the reserved queue (checked by the node).", generate(reserveSchema)),
+    'cmd.release': request('docket.cmd.release request', 'End a reservation.', generate(releaseSchema)),
+    'cmd.renew': request('docket.cmd.renew request', "Push a reservation's expiry to ttl_ms from now.", generate(renewSchema)),
+    'cmd.reservations': request('docket.cmd.reservations request', 'The active reservations (of one queue, or all).', generate(reservationsSchema)),
     'work.claim': request('docket.work.<queue>.claim request', 'Claim up to `max` jobs of the queue.', generate(claimSchema)),
     'work.heartbeat': request('docket.work.<queue>.heartbeat request', 'Extend the leases of these runs; the reply names the runs that lost their job.', generate(heartbeatSchema)),
     'work.complete': request('docket.work.<queue>.complete request', 'A run succeeded, or many runs ended at once ({runs: [...]}, each answered on its own).', { anyOf: [generate(completeSchema), generate(completeBatchSchema)] }),

@@ -38,6 +38,17 @@ export const Limits = {
   MaxClaimWaitMs: 60_000,
   MinLeaseMs: 1_000,
   MaxLeaseMs: 24 * 3_600_000,
+  /** Flow control (queue.set): a concurrency or a rate's limit above this is a typo, not a limit. */
+  MaxConcurrency: 100_000,
+  MaxRateLimit: 1_000_000,
+  /** A rate's window: at least 100 ms (timers are not finer), at most a day (claim times are kept that long at most). */
+  MinRatePeriodMs: 100,
+  MaxRatePeriodMs: 24 * 3_600_000,
+  /** A reservation's time to live: from a second (issue 15) to the longest lease. */
+  MinReservationTtlMs: 1_000,
+  MaxReservationTtlMs: 24 * 3_600_000,
+  /** Free text on queue and reservation commands (a pause's reason, a holder, an actor). */
+  MaxNoteChars: 1_000,
 } as const;
 
 /** Defaults of a submitted job (documented in README). */

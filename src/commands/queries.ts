@@ -77,6 +77,8 @@ export interface QueryContext {
   readonly queueOrder?: Pick<QueueOrder, 'delayedCount' | 'isDelayed'>;
   /** Bytes a reply may fill (the connection's max payload less its envelope). @defaultValue no bound */
   readonly replyBudget?: () => number;
+  /** What holds a waiting job (flow control), for `get`; without it `get` says nothing of it. */
+  readonly holdOf?: (record: JobRecord) => { readonly reason: string; readonly detail: string; readonly until?: string } | null;
 }
 
 function jsonBytes(value: unknown): number {
@@ -97,7 +99,9 @@ class Room {
 export function getJob(ctx: QueryContext, command: GetCommand) {
   const record = ctx.store.get(command.job_id);
   if (!record) throw new NotFoundError(`job ${command.job_id} not found`, { details: { job_id: command.job_id } });
-  return toDetail(record, ctx.replyBudget?.() ?? Infinity);
+  const held = ctx.holdOf?.(record) ?? null;
+  const detail = toDetail(record, (ctx.replyBudget?.() ?? Infinity) - (held === null ? 0 : Buffer.byteLength(JSON.stringify(held)) + 12));
+  return held === null ? detail : { ...detail, held };
 }
 
 /**

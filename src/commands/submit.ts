@@ -61,7 +61,8 @@ function isLive(record: JobRecord): boolean {
   return isLiveStatus(record.state.job.value);
 }
 
-function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta) {
+/** The job.submitted event of a job spec, its defaults filled in. */
+export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta) {
   const now = ctx.clock.now();
   const time = toIso(now);
   // Without a delay run_at is the event's own time: the same string, held once per job.
@@ -78,6 +79,7 @@ function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, event
     attempt: 1,
     retry_of: null,
     waiting: false,
+    ...(spec.concurrency_key === undefined ? {} : { concurrency_key: spec.concurrency_key }),
   }, meta, time);
 }
 

@@ -16,6 +16,7 @@ import { DocketError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { QueueOrder } from '../projections/queue-order.js';
 import type { JobRecord } from '../store/job-store.js';
+import type { FlowGate, Hold } from './flow-gate.js';
 
 
 interface Waiter {
@@ -27,6 +28,13 @@ interface Waiter {
 }
 
 const POLL_MS = 1000;
+/**
+ * Jobs of held keys one pump looks past for a job it may run (a busy key never starves the
+ * others); beyond it the claim waits for the next wake-up rather than scan a long backlog.
+ */
+const MAX_SKIPPED_PER_PUMP = 1_000;
+/** A rate window's timer never fires sooner than this: the next claim's time is not finer. */
+const MIN_RATE_TIMER_MS = 5;
 /** A claimed job's fields around its params and key, in JSON: ids, queue, counters, the fencing token. */
 const CLAIMED_JOB_OVERHEAD_BYTES = 400;
 
@@ -40,6 +48,8 @@ function claimedBytes(record: JobRecord | undefined): number {
 export class QueueDispatcher {
   private readonly waiters: Waiter[] = [];
   private dueTimer: NodeJS.Timeout | undefined;
+  /** When a rate window held a claim back: it moves on then. */
+  private rateTimer: NodeJS.Timeout | undefined;
   private readonly pollTimer: NodeJS.Timeout;
   private stopped = false;
 
@@ -51,6 +61,8 @@ export class QueueDispatcher {
     private readonly log: Logger,
     /** Bytes a claim's reply may carry (the connection's max payload less the reply's envelope). */
     private readonly replyBudget: () => number,
+    /** Flow control: pause, reservation, concurrency and rate limits (src/dispatch/flow-gate.ts). */
+    private readonly gate: FlowGate,
   ) {
     this.pollTimer = setInterval(() => this.pump(), POLL_MS);
     this.pollTimer.unref();
@@ -84,28 +96,53 @@ export class QueueDispatcher {
 
   /** Hands ready jobs to waiting claims. Synchronous up to the appends, which run in parallel. */
   pump(): void {
+    let rateRetryAt: number | undefined;
+    const heldUntil = (hold: Hold | null) => {
+      if (hold?.untilMs !== undefined && (hold.reason === 'rate' || hold.reason === 'key_rate')) rateRetryAt = Math.min(rateRetryAt ?? Infinity, hold.untilMs);
+    };
     while (this.waiters.length > 0 && !this.stopped) {
       const waiter = this.waiters[0]!;
-      const max = waiter.request.max ?? 1;
+      const now = this.clock.now();
+      const allowed = this.gate.room(now);
+      if (allowed <= 0) {
+        heldUntil(this.gate.queueHold(now));
+        break;
+      }
+      const max = Math.min(waiter.request.max ?? 1, allowed);
       const jobIds: string[] = [];
+      const keys: (string | null)[] = [];
+      const skipped: string[] = [];
       // A claim takes only as many jobs as its reply can carry, decided before anything is
       // appended: a claimed job that cannot be delivered would sit out its lease.
       let room = this.replyBudget();
       while (jobIds.length < max) {
         const id = this.order.take(this.queue);
         if (id === undefined) break;
-        const bytes = claimedBytes(this.ctx.store.get(id));
+        const record = this.ctx.store.get(id);
+        const key = record?.state.job.context.concurrency_key ?? null;
+        const keyHold = this.gate.keyHold(key, now);
+        if (keyHold !== null) {
+          heldUntil(keyHold);
+          skipped.push(id);
+          if (skipped.length >= MAX_SKIPPED_PER_PUMP) break;
+          continue;
+        }
+        const bytes = claimedBytes(record);
         if (jobIds.length > 0 && bytes > room) {
           this.order.release(this.queue, id);
           break;
         }
         room -= bytes;
         jobIds.push(id);
+        keys.push(key);
+        this.gate.taking(key);
       }
+      // Jobs of held keys keep their places for the next claim.
+      for (const id of skipped) this.order.release(this.queue, id);
       if (jobIds.length === 0) break;
       this.waiters.shift();
       clearTimeout(waiter.timer);
-      void Promise.all(jobIds.map((jobId) => this.claimOne(jobId, waiter.request))).then((claimed) => {
+      void Promise.all(jobIds.map((jobId, i) => this.claimOne(jobId, waiter.request).finally(() => this.gate.settled(keys[i]!)))).then((claimed) => {
         const jobs = claimed.filter((job): job is ClaimedJob => job !== null);
         if (jobs.length > 0 || this.stopped) {
           waiter.resolve(jobs);
@@ -118,6 +155,15 @@ export class QueueDispatcher {
       });
     }
     this.armDueTimer();
+    this.armRateTimer(rateRetryAt);
+  }
+
+  private armRateTimer(atMs: number | undefined): void {
+    clearTimeout(this.rateTimer);
+    this.rateTimer = undefined;
+    if (atMs === undefined || this.waiters.length === 0 || this.stopped) return;
+    this.rateTimer = setTimeout(() => this.pump(), Math.max(MIN_RATE_TIMER_MS, atMs - this.clock.now()));
+    this.rateTimer.unref();
   }
 
   private armDueTimer(): void {
@@ -159,6 +205,7 @@ export class QueueDispatcher {
     this.stopped = true;
     clearInterval(this.pollTimer);
     clearTimeout(this.dueTimer);
+    clearTimeout(this.rateTimer);
     for (const waiter of this.waiters.splice(0)) {
       clearTimeout(waiter.timer);
       waiter.resolve([]);

@@ -12,7 +12,7 @@
  * a consumer refuse the log); the test also checks that no field the node writes is undocumented.
  */
 import { z } from 'zod';
-import { AGGREGATE_KINDS, COMMIT_VERSION, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, type JobEventType } from '../../machines/index.js';
+import { AGGREGATE_KINDS, COMMIT_VERSION, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
 import type { JsonSchema } from '../commands/json-schemas.js';
 import { Limits } from '../commands/limits.js';
 import { ID_TOKEN, QUEUE_NAME } from './subjects.js';
@@ -61,6 +61,7 @@ export const jobEventDataSchemas = {
     attempt: z.int().min(1).describe("1 for a new job; the failed job's attempt + 1 for a retry."),
     retry_of: idToken.nullable().describe('The failed job this one retries, or null.'),
     waiting: z.boolean().describe('true: the job waits until job.released.'),
+    concurrency_key: z.string().nullable().describe("Flow control's key: the queue's key_concurrency and key_rate hold per key. Absent or null: none.").optional(),
   }),
   'job.released': z.looseObject({}).describe('No fields: waiting -> queued.'),
   'job.moved': z.looseObject({
@@ -145,7 +146,62 @@ export const jobEventUnionSchema = z.discriminatedUnion(
   JOB_EVENT_TYPES.map((type) => jobEventSchemas[type]) as unknown as [ReturnType<typeof jobEventSchema>, ...ReturnType<typeof jobEventSchema>[]],
 );
 
-const OTHER_KINDS = AGGREGATE_KINDS.filter((kind) => kind !== 'job');
+// ---------------------------------------------------------------------------------------------
+// Events of the other kinds this version writes (machines/aggregates.ts)
+
+const rate = z.looseObject({ limit: z.int().min(1), period_ms: z.int().min(1) }).describe('At most limit claims in any window of period_ms.');
+const reservationId = idToken.describe("The reservation's id: <queue>-<22 characters>.");
+
+/** The data of every non-job event type, with its kind. */
+export const aggregateEventDataSchemas = {
+  'queue.paused': ['queue', z.looseObject({ reason: z.string().nullable() }).describe('active -> paused; meta.actor names who paused it when the command said.')],
+  'queue.resumed': ['queue', z.looseObject({}).describe('paused -> active.')],
+  'queue.settings_changed': [
+    'queue',
+    z
+      .looseObject({
+        concurrency: z.int().min(1).nullable().optional(),
+        rate: rate.nullable().optional(),
+        key_concurrency: z.int().min(1).nullable().optional(),
+        key_rate: rate.nullable().optional(),
+      })
+      .describe('The settings it names change (null clears one); the others keep their values.'),
+  ],
+  'reservation.activated': [
+    'reservation',
+    z.looseObject({ reservation_id: reservationId, holder: z.string(), expires_at: isoTime, job_id: idToken.nullable().describe('The direct job created and claimed in the same commit, if any.') }),
+  ],
+  'reservation.renewed': ['reservation', z.looseObject({ reservation_id: reservationId, expires_at: isoTime })],
+  'reservation.released': ['reservation', z.looseObject({ reservation_id: reservationId })],
+  'reservation.expired': ['reservation', z.looseObject({ reservation_id: reservationId }).describe("Decided at or after the reservation's expires_at.")],
+} as const satisfies Record<AggregateEvent['type'], readonly [AggregateKind, z.ZodType]>;
+
+type AggregateEventType = keyof typeof aggregateEventDataSchemas;
+const AGGREGATE_TYPES = Object.keys(aggregateEventDataSchemas) as AggregateEventType[];
+
+function aggregateEventSchema<T extends AggregateEventType>(type: T) {
+  const [kind, data] = aggregateEventDataSchemas[type];
+  return z
+    .looseObject({
+      ...envelopeFields,
+      type: z.literal(type),
+      time: isoTime.describe('ISO-8601 time the event was decided (node clock).'),
+      aggregate: z.looseObject({ kind: z.literal(kind), id: z.string().describe(`The ${kind}'s id: the queue's name.`) }),
+      queue: queueName.describe('The queue of the aggregate (its partition is q.<queue>).'),
+      data,
+    })
+    .describe(`A ${type} event. Whether it is legal for its aggregate is the machines' to decide (\`docket audit\` checks).`);
+}
+
+export const aggregateEventSchemas = Object.fromEntries(AGGREGATE_TYPES.map((type) => [type, aggregateEventSchema(type)])) as { [T in AggregateEventType]: ReturnType<typeof aggregateEventSchema<T>> };
+
+const aggregateEventUnionSchema = z.discriminatedUnion(
+  'type',
+  AGGREGATE_TYPES.map((type) => aggregateEventSchemas[type]) as unknown as [ReturnType<typeof aggregateEventSchema>, ...ReturnType<typeof aggregateEventSchema>[]],
+);
+
+const WRITTEN_KINDS = new Set<string>(['job', ...Object.values(aggregateEventDataSchemas).map(([kind]) => kind)]);
+const OTHER_KINDS = AGGREGATE_KINDS.filter((kind) => !WRITTEN_KINDS.has(kind));
 
 /** An event of another aggregate kind: DESIGN reserves the kinds; their data is not specified yet. */
 export const otherEventSchema = z
@@ -159,7 +215,7 @@ export const otherEventSchema = z
 
 const EVENT_NOTE = `An event (log v2): {id, type, time, aggregate:{kind, id}, queue?, data, meta:{node, ...}}. A job event (aggregate kind job) has one of the job event types and its data. ${NOT_EXPRESSED}`;
 
-export const eventSchema = z.union([jobEventUnionSchema, otherEventSchema]).describe(EVENT_NOTE);
+export const eventSchema = z.union([jobEventUnionSchema, aggregateEventUnionSchema, otherEventSchema]).describe(EVENT_NOTE);
 
 // ---------------------------------------------------------------------------------------------
 // The commit and the live event
@@ -190,9 +246,9 @@ export const positionSchema = z
   .describe('The position of the event in the log: (commit sequence, index). A run\'s fencing token is seq * 65536 + index of its job.claimed.');
 
 export const liveEventSchema = z
-  .intersection(z.looseObject({ position: positionSchema }), jobEventUnionSchema)
+  .intersection(z.looseObject({ position: positionSchema }), z.union([jobEventUnionSchema, aggregateEventUnionSchema]))
   .describe(
-    'A live event, published on core NATS (not stored) on docket.evt.job.<queue>.<job_id> after its commit is acknowledged: a job event with its position in front. ' +
+    'A live event, published on core NATS (not stored) on docket.evt.<kind>.<queue>.<id> after its commit is acknowledged (docket.evt.job.<queue>.<job_id> for a job): an event with its position in front. ' +
       'Not expressed by this schema: the subject names the event\'s queue and aggregate id. Durable, gap-free reading is the log itself.',
   );
 
@@ -220,5 +276,6 @@ export function eventJsonSchemas(): Record<string, JsonSchema> {
     event: generate('docket event (log v2)', eventSchema),
     'live-event': generate('docket live event (docket.evt.job.<queue>.<job_id>)', liveEventSchema),
     ...Object.fromEntries(JOB_EVENT_TYPES.map((type) => [`event.${type}`, generate(`docket ${type} event`, jobEventSchemas[type])])),
+    ...Object.fromEntries(AGGREGATE_TYPES.map((type) => [`event.${type}`, generate(`docket ${type} event`, aggregateEventSchemas[type])])),
   };
 }

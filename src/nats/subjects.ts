@@ -47,6 +47,13 @@ export const subjects = {
     assertToken(jobId);
     return `docket.evt.job.${queue}.${jobId}`;
   },
+  /** The live event subject of any aggregate: `docket.evt.<kind>.<queue>.<id>`, or `docket.evt.<kind>.<id>` for a `sys` one. */
+  event(kind: string, queue: string | undefined, id: string): string {
+    assertToken(id);
+    if (queue === undefined) return `docket.evt.${kind}.${id}`;
+    assertQueue(queue);
+    return `docket.evt.${kind}.${queue}.${id}`;
+  },
   /** All job events, or one queue's. */
   jobs(queue?: string): string {
     if (queue === undefined) return 'docket.evt.job.>';

@@ -44,6 +44,11 @@ export class QueueIndex {
     for (let i = lo; i < list.seqs.length; i++) yield { seq: list.seqs[i]!, jobId: list.jobIds[i]! };
   }
 
+  /** Whether any job was ever submitted to the queue. */
+  has(queue: string): boolean {
+    return this.byQueue.has(queue);
+  }
+
   queues(): string[] {
     return [...this.byQueue.keys()].sort();
   }

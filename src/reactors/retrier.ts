@@ -72,6 +72,7 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
     attempt,
     retry_of: failed.jobId,
     waiting: false,
+    ...(job.concurrency_key === null ? {} : { concurrency_key: job.concurrency_key }),
   });
   return createJob(ctx, event);
 }

@@ -23,9 +23,10 @@ import { dirname } from 'node:path';
 import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
 import { JobDefaults } from '../commands/limits.js';
 import { NO_EVENTS, type HistoryEntry, type JobRecord } from './job-store.js';
+import type { AggregateRecord } from './aggregate-store.js';
 
-/** 4: log v2, records hold event positions (machines/envelope.ts), not subject sequences. */
-const FORMAT = 4;
+/** 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
+const FORMAT = 5;
 /** Records per line and per write: large enough to be fast, small enough not to stall commands. */
 const CHUNK_RECORDS = 2_000;
 /** When the file is rewritten whole: it holds more than `ratio` times the live records, plus `slack`. */
@@ -41,6 +42,11 @@ interface CheckpointHeader {
   readonly stream_created: string;
 }
 
+/** Every non-job aggregate, written whole in each segment before its seal. */
+interface AggregatesLine {
+  readonly aggregates: readonly AggregateRecord[];
+}
+
 interface SealLine {
   /** Every event up to this stream sequence is in the records so far. */
   readonly seal: number;
@@ -51,6 +57,8 @@ interface SealLine {
 export interface Checkpoint {
   readonly seq: number;
   readonly records: readonly JobRecord[];
+  /** The non-job aggregates (queues, reservations, ...) as of the last seal: few, so each segment holds them all. */
+  readonly aggregates: readonly AggregateRecord[];
   /** Record lines in the file's sealed segments (superseded ones included): the compaction measure. */
   readonly recordsInFile: number;
   /** Byte length of the sealed part: anything after it is a torn segment. */
@@ -92,6 +100,7 @@ type RecordLine = [
   finishedAt: string | null,
   endReason: string | null,
   run: JobState['run'] | 0,
+  concurrencyKey: string | null,
   commandHash?: string,
 ];
 
@@ -108,13 +117,14 @@ function toLine(record: JobRecord): RecordLine {
     c.key, c.params, c.priority, c.position, c.run_at, c.max_attempts, isDefaultBackoff(c.backoff) ? 0 : c.backoff, c.attempt, c.retry_of,
     c.created_at === c.run_at ? 0 : c.created_at, c.finished_at, c.end_reason,
     run === INITIAL_JOB_STATE.run ? 0 : run,
+    c.concurrency_key,
     // Last and only when there is one: most jobs are submitted without a command id.
     ...(record.commandHash === null ? [] : [record.commandHash]),
   ] as RecordLine;
 }
 
 function fromLine(line: RecordLine): JobRecord {
-  const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run, commandHash] = line;
+  const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run, concurrencyKey, commandHash] = line;
   const context: JobContext = {
     job_id: jobId,
     queue,
@@ -130,6 +140,7 @@ function fromLine(line: RecordLine): JobRecord {
     created_at: createdAt === 0 ? runAt : createdAt,
     finished_at: finishedAt,
     end_reason: endReason,
+    concurrency_key: concurrencyKey,
   };
   return { jobId, queue, state: { job: { value: status, context }, run: run === 0 ? INITIAL_JOB_STATE.run : run } as JobState, seq, submitSeq, submitId, commandHash: commandHash ?? null, later: later === 0 ? NO_EVENTS : later };
 }
@@ -185,13 +196,13 @@ export class CheckpointFile {
   }
 
   /** Writes everything changed since the last write, sealed at `seq`; compacts when due. */
-  async write(seq: number, store: CheckpointSource): Promise<{ records: number; full: boolean }> {
+  async write(seq: number, store: CheckpointSource, aggregates: readonly AggregateRecord[] = []): Promise<{ records: number; full: boolean }> {
     const ids = this.dirty;
     this.dirty = new Set();
     const full = this.recordsInFile === undefined || this.recordsInFile + ids.size > this.compaction.ratio * store.size + this.compaction.slack;
     try {
       if (full) {
-        const records = await this.writeWhole(seq, store);
+        const records = await this.writeWhole(seq, store, aggregates);
         this.recordsInFile = records;
         return { records, full };
       }
@@ -200,6 +211,7 @@ export class CheckpointFile {
         const records = await writeRecords(file, (function* () {
           for (const id of ids) yield store.get(id);
         })());
+        await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
         await file.write(`${JSON.stringify({ seal: seq, records } satisfies SealLine)}\n`);
         this.recordsInFile! += records;
         return { records, full };
@@ -214,7 +226,7 @@ export class CheckpointFile {
     }
   }
 
-  private async writeWhole(seq: number, store: CheckpointSource): Promise<number> {
+  private async writeWhole(seq: number, store: CheckpointSource, aggregates: readonly AggregateRecord[]): Promise<number> {
     await mkdir(dirname(this.path), { recursive: true });
     const tmp = `${this.path}.${process.pid}.tmp`;
     const file = await open(tmp, 'w');
@@ -230,6 +242,7 @@ export class CheckpointFile {
           yield record;
         }
       })());
+      await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
       await file.write(`${JSON.stringify({ seal: seq, records } satisfies SealLine)}\n`);
       await file.close();
       await rename(tmp, this.path);
@@ -255,6 +268,8 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
     let header: CheckpointHeader | undefined;
     const byJob = new Map<string, JobRecord>();
     let pending: JobRecord[] = [];
+    let pendingAggregates: readonly AggregateRecord[] | undefined;
+    let aggregates: readonly AggregateRecord[] = [];
     let seq: number | undefined;
     let recordsInFile = 0;
     let sealedBytes = 0;
@@ -263,14 +278,20 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
         header = JSON.parse(text) as CheckpointHeader;
         return header.format === FORMAT && header.stream_created === streamCreated && JSON.stringify(header.versions) === JSON.stringify(MACHINE_VERSIONS);
       }
-      const parsed = JSON.parse(text) as RecordLine[] | SealLine;
+      const parsed = JSON.parse(text) as RecordLine[] | SealLine | AggregatesLine;
       if (Array.isArray(parsed)) {
         for (const item of parsed) pending.push(fromLine(item));
+        return true;
+      }
+      if ('aggregates' in parsed) {
+        pendingAggregates = parsed.aggregates;
         return true;
       }
       // A seal whose count does not match its segment: a foreign or damaged file.
       if (parsed.records !== pending.length) return false;
       for (const record of pending) byJob.set(record.jobId, record);
+      if (pendingAggregates !== undefined) aggregates = pendingAggregates;
+      pendingAggregates = undefined;
       recordsInFile += pending.length;
       pending = [];
       seq = parsed.seal;
@@ -292,7 +313,7 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
     }
     // `rest` is a line without its newline: part of a torn segment, never sealed.
     if (seq === undefined) return null;
-    return { seq, records: [...byJob.values()], recordsInFile, sealedBytes };
+    return { seq, records: [...byJob.values()], aggregates, recordsInFile, sealedBytes };
   } catch {
     // A torn segment's half line, or a foreign file: what was sealed before it stands, unless
     // nothing was. A parse error inside the sealed part cannot be told apart, so fold from zero.

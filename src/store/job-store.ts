@@ -5,14 +5,16 @@
  * stream acknowledged it. Events may arrive twice on the node that appended them (from its own
  * ack and from the tail); the event's position makes the second a no-op.
  */
-import { evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState, type Position } from '../../machines/index.js';
+import { evolveJob, INITIAL_JOB_STATE, JOB_EVENT_TYPES, type Envelope, type JobEvent, type JobState, type Position } from '../../machines/index.js';
 import { eventIdOf, isEventIdOf } from '../ids.js';
 
-export interface HistoryEntry {
+const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
+
+export interface HistoryEntry<T extends string = JobEvent['type']> {
   /** The event's position (machines/envelope.ts: commit sequence and index in one number). */
   readonly seq: Position;
   readonly id: string;
-  readonly type: JobEvent['type'];
+  readonly type: T;
   readonly time: string;
   /** The hash of the body of the command (with an id) that asked for it. */
   readonly commandHash?: string;
@@ -126,6 +128,12 @@ export class JobStore {
 
   onChange(listener: JobChangeListener): void {
     this.listeners.push(listener);
+  }
+
+  /** The kernel's folder interface (src/store/kernel.ts) for a store that knows only jobs. */
+  applyEvent(position: Position, event: Envelope): ApplyResult | 'not_folded' {
+    if (!(event.aggregate.kind === 'job' && event.queue !== undefined && JOB_TYPES.has(event.type))) return 'not_folded';
+    return this.apply({ seq: position, queue: event.queue, jobId: event.aggregate.id, event: event as JobEvent });
   }
 
   /** Folds one recorded event into its job. Idempotent by the event's position. */

@@ -22,10 +22,10 @@ import { DeliverPolicy, jetstream, jetstreamManager, type Consumer, type Consume
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Logger } from '../logger.js';
 import { positionOf, type Commit } from '../../machines/index.js';
-import { decodeCommit, envelopeProblem, isJobEvent, UndecodableEventError } from '../nats/codec.js';
+import { decodeCommit, envelopeProblem, UndecodableEventError } from '../nats/codec.js';
 import { LOG_SUBJECTS, parseLogSubject, STREAM } from '../nats/subjects.js';
 import { doublingDelayMs, TRY_AGAIN, withinMs } from '../timing.js';
-import type { JobStore } from './job-store.js';
+import type { EventFolder } from './kernel.js';
 
 /** How long the tail waits for a message before asking the stream whether one is coming. */
 const END_PROBE_MS = 500;
@@ -86,7 +86,7 @@ export class LogTail {
 
   constructor(
     private readonly nc: NatsConnection,
-    private readonly store: JobStore,
+    private readonly folder: EventFolder,
     private readonly log: Logger,
     fromSeq: number,
     private readonly options: LogTailOptions = {},
@@ -341,11 +341,11 @@ export class LogTail {
       try {
         const problem = envelopeProblem(event);
         if (problem !== null) throw new UndecodableEventError(problem);
-        if (!isJobEvent(event) || event.queue === undefined) {
+        const result = this.folder.applyEvent(positionOf(seq, index), event);
+        if (result === 'not_folded') {
           this.skipped += 1;
           continue;
         }
-        const result = this.store.apply({ seq: positionOf(seq, index), queue: event.queue, jobId: event.aggregate.id, event });
         if (result === 'refused') this.log.error({ seq, index, type: event.type, aggregate: event.aggregate }, 'log event refused by its machine; skipped (run docket audit)');
       } catch (err) {
         this.skipped += 1;

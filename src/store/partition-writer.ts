@@ -12,7 +12,7 @@
  */
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { COMMIT_VERSION, positionOf, type Commit, type Envelope, type Position } from '../../machines/index.js';
+import { COMMIT_VERSION, positionOf, type AggregateKind, type Commit, type Envelope, type Position } from '../../machines/index.js';
 import { InvalidRequestError, UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { commitHash, decodeCommit } from '../nats/codec.js';
@@ -51,6 +51,11 @@ interface Item {
 interface Busy {
   count: number;
   readonly waiters: (() => void)[];
+}
+
+/** Jobs by id (their ids never contain '/'), other kinds by kind and id. */
+function busyKey(kind: AggregateKind, id: string): string {
+  return kind === 'job' ? id : `${kind}/${id}`;
 }
 
 export interface PartitionWriterOptions {
@@ -140,14 +145,17 @@ export class PartitionWriter {
     return !this.inFlight && this.queued.length === 0 && this.busy.size === 0;
   }
 
-  /** Whether an event of this aggregate waits in the writer: decide on it only after `settled`. */
-  isBusy(aggregateId: string): boolean {
-    return this.busy.has(aggregateId);
+  /**
+   * Whether an event of this aggregate waits in the writer: decide on it only after `settled`.
+   * A job is named by its id alone (most calls); another kind by its kind and id.
+   */
+  isBusy(aggregateId: string, kind: AggregateKind = 'job'): boolean {
+    return this.busy.has(busyKey(kind, aggregateId));
   }
 
   /** Resolves once no event of this aggregate waits in the writer. */
-  settled(aggregateId: string): Promise<void> {
-    const busy = this.busy.get(aggregateId);
+  settled(aggregateId: string, kind: AggregateKind = 'job'): Promise<void> {
+    const busy = this.busy.get(busyKey(kind, aggregateId));
     if (!busy) return Promise.resolve();
     return new Promise((resolve) => busy.waiters.push(resolve));
   }
@@ -198,7 +206,7 @@ export class PartitionWriter {
   }
 
   private enqueue(events: readonly Envelope[], json: readonly string[], bytes: number): Promise<Position[]> {
-    for (const event of events) this.markBusy(event.aggregate.id);
+    for (const event of events) this.markBusy(busyKey(event.aggregate.kind, event.aggregate.id));
     return new Promise<Position[]>((resolve, reject) => {
       this.queued.push({ events, json, bytes, resolve, reject });
       this.scheduleFlush();
@@ -223,7 +231,7 @@ export class PartitionWriter {
   private release(items: readonly Item[]): void {
     for (const item of items) {
       for (const event of item.events) {
-        const id = event.aggregate.id;
+        const id = busyKey(event.aggregate.kind, event.aggregate.id);
         const busy = this.busy.get(id);
         if (!busy) continue;
         busy.count -= 1;

@@ -9,10 +9,9 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { positionOf } from '../../machines/index.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { isJobEvent } from '../nats/codec.js';
 import { queuePartition, subjects } from '../nats/subjects.js';
 import type { EventStore } from './event-store.js';
-import type { JobStore } from './job-store.js';
+import type { EventFolder } from './kernel.js';
 import type { LogTail } from './log-tail.js';
 import { PartitionWriter, readPartitionTip, type CommittedCommit } from './partition-writer.js';
 
@@ -22,7 +21,7 @@ export interface PartitionWritersOptions {
   readonly events: EventStore;
   readonly jsm: JetStreamManager;
   readonly node: string;
-  readonly store: JobStore;
+  readonly kernel: EventFolder;
   readonly tail: LogTail;
   /** A writer found a later epoch in its partition: the node gives up the queue. */
   readonly onDeposed: (queue: string) => void;
@@ -96,15 +95,12 @@ export class PartitionWriters {
   }
 
   private committed({ seq, commit, eventJson }: CommittedCommit): void {
-    const { store, tail, appendNc } = this.options;
-    commit.events.forEach((event, index) => {
-      if (isJobEvent(event) && event.queue !== undefined) store.apply({ seq: positionOf(seq, index), queue: event.queue, jobId: event.aggregate.id, event });
-    });
+    const { kernel, tail, appendNc } = this.options;
+    commit.events.forEach((event, index) => kernel.applyEvent(positionOf(seq, index), event));
     tail.appended(seq);
     commit.events.forEach((event, index) => {
-      if (event.queue === undefined) return;
       // The event's JSON as stored, with its position in front: no second stringify per event.
-      appendNc.publish(subjects.job(event.queue, event.aggregate.id), Buffer.from(`{"position":{"seq":${seq},"index":${index}},${eventJson[index]!.slice(1)}`));
+      appendNc.publish(subjects.event(event.aggregate.kind, event.queue, event.aggregate.id), Buffer.from(`{"position":{"seq":${seq},"index":${index}},${eventJson[index]!.slice(1)}`));
     });
   }
 }

@@ -15,7 +15,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { JOB_EVENT_TYPES, positionOf, type JobEvent } from '../../machines/index.js';
+import { AGGREGATE_EVENT_TYPES, JOB_EVENT_TYPES, positionOf, type JobEvent } from '../../machines/index.js';
 import { decodeEvent, decodeStoredCommit } from '../../src/audit/decode.js';
 import { ManualClock } from '../../src/clock.js';
 import { commandMetaOf, envelope } from '../../src/commands/handle-command.js';
@@ -98,7 +98,7 @@ describe('the log schemas accept what the node writes', () => {
 
   test('every job event type has its schema file, and event.json takes each type', () => {
     for (const type of JOB_EVENT_TYPES) expect(Object.keys(generated)).toContain(`event.${type}`);
-    expect(Object.keys(generated).sort()).toEqual(['commit', 'event', 'live-event', ...JOB_EVENT_TYPES.map((t) => `event.${t}`)].sort());
+    expect(Object.keys(generated).sort()).toEqual(['commit', 'event', 'live-event', ...[...JOB_EVENT_TYPES, ...AGGREGATE_EVENT_TYPES].map((t) => `event.${t}`)].sort());
   });
 });
 

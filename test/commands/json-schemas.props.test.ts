@@ -36,6 +36,7 @@ import {
   submitBatchSchema,
   submitOneSchema,
 } from '../../src/commands/schemas.js';
+import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema } from '../../src/commands/queue-schemas.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 300);
 const SCHEMA_DIR = join(import.meta.dirname, '..', '..', 'schemas');
@@ -57,6 +58,14 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.retry': (v) => retrySchema.safeParse(v),
   'cmd.move': (v) => moveSchema.safeParse(v),
   'cmd.promote': (v) => promoteSchema.safeParse(v),
+  'cmd.pause': (v) => pauseSchema.safeParse(v),
+  'cmd.resume': (v) => resumeSchema.safeParse(v),
+  'cmd.queue.set': (v) => queueSetSchema.safeParse(v),
+  'cmd.queue.show': (v) => queueShowSchema.safeParse(v),
+  'cmd.reserve': (v) => reserveSchema.safeParse(v),
+  'cmd.release': (v) => releaseSchema.safeParse(v),
+  'cmd.renew': (v) => renewSchema.safeParse(v),
+  'cmd.reservations': (v) => reservationsSchema.safeParse(v),
   'work.claim': (v) => claimSchema.safeParse(v),
   'work.heartbeat': (v) => heartbeatSchema.safeParse(v),
   'work.complete': (v) => (v !== null && typeof v === 'object' && 'runs' in v ? completeBatchSchema.safeParse(v) : completeSchema.safeParse(v)),
@@ -104,6 +113,7 @@ function arbs(mode: Mode) {
         run_at: runAt,
         max_attempts: int(1, 1000),
         backoff,
+        concurrency_key: text(1, 200),
       },
       { requiredKeys: ['queue'] },
     )
@@ -135,6 +145,32 @@ function arbs(mode: Mode) {
       .record({ id: commandId, job_id: idToken, priority: int(0, 255), before: idToken, after: idToken }, required('job_id'))
       // A valid move names a priority or one neighbour, never both neighbours.
       .map((m) => (mode === 'valid' ? ('before' in m ? (({ after: _, ...rest }) => rest)(m) : 'after' in m || 'priority' in m ? m : { ...m, priority: 1 }) : m)),
+    'cmd.pause': fc.record({ id: commandId, queue, reason: text(0, 1000), actor: text(0, 1000), create: pick(fc.boolean(), fc.constant('yes')) }, required('queue')),
+    'cmd.resume': fc.record({ id: commandId, queue, actor: text(0, 1000) }, required('queue')),
+    'cmd.queue.set': fc
+      .record(
+        {
+          id: commandId,
+          queue,
+          concurrency: pick(fc.option(fc.integer({ min: 1, max: 100_000 }), { nil: null }), fc.constantFrom(0, -1, 100_001)),
+          rate: pick(fc.option(fc.record({ limit: fc.integer({ min: 1, max: 1_000_000 }), period_ms: fc.integer({ min: 100, max: 86_400_000 }) }), { nil: null }), fc.record({ limit: int(1, 10), period_ms: int(100, 1000) }, { requiredKeys: [] })),
+          key_concurrency: pick(fc.option(fc.integer({ min: 1, max: 100_000 }), { nil: null }), fc.constant(0)),
+          key_rate: pick(fc.option(fc.record({ limit: fc.integer({ min: 1, max: 10 }), period_ms: fc.integer({ min: 100, max: 10_000 }) }), { nil: null }), fc.constant({ limit: 1, period_ms: 99 })),
+          actor: text(0, 1000),
+          create: fc.boolean(),
+        },
+        required('queue'),
+      )
+      // A valid change names at least one setting.
+      .map((c) => (mode === 'valid' && !('concurrency' in c || 'rate' in c || 'key_concurrency' in c || 'key_rate' in c) ? { ...c, concurrency: 1 } : c)),
+    'cmd.queue.show': fc.record({ queue }, required('queue')),
+    'cmd.reserve': fc
+      .record({ id: commandId, queue, holder: text(1, 200), ttl_ms: int(1000, 86_400_000), lease_ms: int(1000, 86_400_000), create: fc.boolean(), job: jobSpec }, required('queue', 'holder', 'ttl_ms'))
+      // A valid direct job is of the reserved queue.
+      .map((r) => (mode === 'valid' && r.job !== undefined && typeof r.job === 'object' && r.job !== null ? { ...r, job: { ...(r.job as object), queue: r.queue } } : r)),
+    'cmd.release': fc.record({ id: commandId, reservation_id: idToken }, required('reservation_id')),
+    'cmd.renew': fc.record({ id: commandId, reservation_id: idToken, ttl_ms: int(1000, 86_400_000) }, required('reservation_id', 'ttl_ms')),
+    'cmd.reservations': fc.record({ queue }, { requiredKeys: [] }),
     'work.claim': fc.record({ ...claimFields, wait_ms: int(0, 60_000) }, required('worker')),
     'work.heartbeat': fc.record({ worker: text(0, 200), run_ids: fc.array(idToken, { maxLength: 4 }), progress: fc.dictionary(fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/), anyJson, { maxKeys: 3 }) }, required('run_ids')),
     'work.complete': fc.oneof(

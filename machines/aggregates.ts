@@ -1,0 +1,91 @@
+/**
+ * The aggregate kinds other than `job` (which folds two machines, machines/job.aggregate.ts):
+ * each kind's machine and the fast fold derived from it, in one table the kernel folds every
+ * commit through. A kind is added here once; the store, the tail, checkpoints, the audit and
+ * replay then know it.
+ */
+import type { AnyStateMachine } from 'xstate';
+import type { Decision } from './decider.js';
+import { machineAccepts } from './decider.js';
+import type { AggregateKind, Envelope } from './envelope.js';
+import { deriveFold, type Fold, type FoldState } from './fold.js';
+import { applyQueueEvent, QUEUE_EVENT_TYPES, queueMachine, type QueueContext, type QueueEvent } from './queue.machine.js';
+import { applyReservationEvent, RESERVATION_EVENT_TYPES, reservationMachine, type ReservationContext, type ReservationEvent } from './reservation.machine.js';
+
+export interface AggregateDefinition<C = unknown, E extends Envelope = Envelope> {
+  readonly kind: Exclude<AggregateKind, 'job'>;
+  readonly machine: AnyStateMachine;
+  readonly fold: Fold<C, E>;
+  readonly eventTypes: readonly E['type'][];
+  /** The aggregate lives in its queue's partition (`q.<queue>`), not in `sys`. */
+  readonly inQueue: boolean;
+}
+
+export const queueAggregate: AggregateDefinition<QueueContext, QueueEvent> = {
+  kind: 'queue',
+  machine: queueMachine,
+  fold: deriveFold<QueueContext, QueueEvent>(queueMachine, { apply: applyQueueEvent }),
+  eventTypes: QUEUE_EVENT_TYPES,
+  inQueue: true,
+};
+
+export const reservationAggregate: AggregateDefinition<ReservationContext, ReservationEvent> = {
+  kind: 'reservation',
+  machine: reservationMachine,
+  fold: deriveFold<ReservationContext, ReservationEvent>(reservationMachine, { apply: applyReservationEvent }),
+  eventTypes: RESERVATION_EVENT_TYPES,
+  inQueue: true,
+};
+
+/** Every event of a non-job aggregate kind. */
+export type AggregateEvent = QueueEvent | ReservationEvent;
+
+const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate] as unknown as AggregateDefinition<never, never>[];
+
+const BY_KIND = new Map<string, AggregateDefinition>(DEFINITIONS.map((d) => [d.kind, d as unknown as AggregateDefinition]));
+const BY_TYPE = new Map<string, AggregateDefinition>(DEFINITIONS.flatMap((d) => d.eventTypes.map((t) => [t, d as unknown as AggregateDefinition] as const)));
+
+/** The definition of a kind, if it is one with a machine here. */
+export function aggregateDefinition(kind: string): AggregateDefinition | undefined {
+  return BY_KIND.get(kind);
+}
+
+/** Whether `event` is an event of a non-job kind this code folds (its type belongs to its kind). */
+export function isAggregateEvent(event: Envelope): event is AggregateEvent {
+  const definition = BY_TYPE.get(event.type);
+  return definition !== undefined && definition.kind === event.aggregate.kind;
+}
+
+/** Every non-job event type. */
+export const AGGREGATE_EVENT_TYPES: readonly string[] = [...BY_TYPE.keys()];
+
+/** Folds one event of a non-job aggregate; null when its machine refuses it. */
+export function evolveAggregate(state: FoldState<unknown>, event: AggregateEvent): FoldState<unknown> | null {
+  return BY_TYPE.get(event.type)!.fold.step(state, event);
+}
+
+/** The state an aggregate of this kind starts in. */
+export function initialAggregateState(kind: AggregateEvent['aggregate']['kind']): FoldState<unknown> {
+  return BY_KIND.get(kind)!.fold.initialState;
+}
+
+/** What each event asks, as a person would say it, and the state it leads to ("already" for a repeat). */
+const VERBS: Record<AggregateEvent['type'], readonly [verb: string, leadsTo: string | null]> = {
+  'queue.paused': ['pause', 'paused'],
+  'queue.resumed': ['resume', 'active'],
+  'queue.settings_changed': ['change the settings of', null],
+  'reservation.activated': ['reserve', 'active'],
+  'reservation.renewed': ['renew', null],
+  'reservation.released': ['release', 'idle'],
+  'reservation.expired': ['expire', 'idle'],
+};
+
+/** Decides a candidate event by asking its kind's machine itself. */
+export function decideAggregate(state: FoldState<unknown>, candidate: AggregateEvent): Decision<AggregateEvent> {
+  const definition = BY_TYPE.get(candidate.type)!;
+  if (machineAccepts(definition.machine, state, candidate)) return { ok: true, event: candidate };
+  const [verb, leadsTo] = VERBS[candidate.type];
+  const already = leadsTo === state.value ? 'already ' : '';
+  const refers = candidate.aggregate.kind === 'reservation' ? `the reservation of queue ${candidate.aggregate.id}` : `${candidate.aggregate.kind} ${candidate.aggregate.id}`;
+  return { ok: false, code: 'invalid_transition', reason: `cannot ${verb} ${refers}: it is ${already}${state.value}` };
+}

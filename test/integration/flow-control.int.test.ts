@@ -1,0 +1,322 @@
+/**
+ * Flow control through NATS (issues 15 and 17): pause and resume, the queue's concurrency and rate
+ * limits, per-key limits that skip a held key without holding back the others, reservations
+ * (direct execution, conflict, release, expiry), and the limits kept across a restart. Each
+ * test takes a queue of its own on one server.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Client } from '../../src/client/client.js';
+import type { DocketNode } from '../../src/node.js';
+import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+import { claim, complete, untilParked } from '../support/worker-helpers.js';
+import { closeTestFile, connectTestClients, countEvents, openResources, queueLog, request, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
+import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
+
+let server: TestNatsServer;
+let node: DocketNode;
+let client: Client;
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  node = await startTrackedNode(server, { nodeName: 'flow' });
+  ({ client, nc } = await connectTestClients(server, 'flow-test'));
+  jsm = await jetstreamManager(nc);
+});
+
+afterAll(async () => {
+  await closeTestFile({ client, nc, nodes: [node], server });
+});
+
+afterEach(() => {
+  expect(openResources()).toHaveLength(1);
+});
+
+async function submitMany(queue: string, n: number, spec: Record<string, unknown> = {}): Promise<string[]> {
+  const reply = await request(nc, 'submit', { jobs: Array.from({ length: n }, () => ({ queue, ...spec })) });
+  if (!reply.ok) throw new Error(JSON.stringify(reply.error));
+  return (reply['jobs'] as { job_id: string }[]).map((j) => j.job_id);
+}
+
+function ok(reply: Awaited<ReturnType<typeof request>>): Record<string, unknown> {
+  if (!reply.ok) throw new Error(`expected ok, got ${JSON.stringify(reply.error)}`);
+  return reply;
+}
+
+describe('pause and resume', () => {
+  test('a paused queue takes submits and hands out nothing until resumed; the log keeps who paused and why', async () => {
+    const queue = uniqueQueue('pause');
+    await submitMany(queue, 3);
+    const paused = ok(await request(nc, 'pause', { queue, reason: 'deploy', actor: 'alice' }));
+    expect(paused).toMatchObject({ status: 'paused', paused: { reason: 'deploy', by: 'alice' } });
+    await submitMany(queue, 1);
+    expect(await claim(nc, queue, { max: 10 })).toHaveLength(0);
+    // A long poll waits while paused and gets the jobs once resumed.
+    const waiting = claim(nc, queue, { max: 10, wait_ms: 10_000 });
+    await untilParked(node, queue);
+    ok(await request(nc, 'resume', { queue }));
+    expect(await waiting).toHaveLength(4);
+    const events = (await queueLog(nc, queue)).filter((e) => e.type.startsWith('queue.'));
+    expect(events.map((e) => [e.type, e.data])).toEqual([['queue.paused', { reason: 'deploy' }], ['queue.resumed', {}]]);
+    const progress = ok(await request(nc, 'queue.show', { queue }));
+    expect(progress).toMatchObject({ status: 'active', paused: null });
+  });
+
+  test('pausing twice is invalid_transition; an unknown queue is not_found unless created; nothing appended', async () => {
+    const queue = uniqueQueue('pause-bad');
+    await submitMany(queue, 1);
+    ok(await request(nc, 'pause', { queue }));
+    const before = await streamMessages(jsm);
+    const again = await request(nc, 'pause', { queue });
+    expect(again.ok || again.error).toMatchObject({ code: 'invalid_transition', message: expect.stringContaining('already paused') });
+    const unknown = uniqueQueue('never-seen');
+    const refused = await request(nc, 'pause', { queue: unknown });
+    expect(refused.ok || refused.error).toMatchObject({ code: 'not_found', message: expect.stringContaining('create') });
+    const resumedUnpaused = await request(nc, 'resume', { queue: unknown, create: true });
+    expect(resumedUnpaused.ok || resumedUnpaused.error).toMatchObject({ code: 'invalid_request' });
+    expect(await streamMessages(jsm)).toBe(before);
+    ok(await request(nc, 'pause', { queue: unknown, create: true, reason: 'before its first job' }));
+    expect(ok(await request(nc, 'queue.show', { queue: unknown }))).toMatchObject({ status: 'paused' });
+  });
+});
+
+describe('limits', () => {
+  test('concurrency: a claim gets no more than the free slots; a completion frees one', async () => {
+    const queue = uniqueQueue('concurrency');
+    await submitMany(queue, 5);
+    ok(await request(nc, 'queue.set', { queue, concurrency: 2 }));
+    const first = await claim(nc, queue, { max: 5 });
+    expect(first).toHaveLength(2);
+    expect(await claim(nc, queue, { max: 5 })).toHaveLength(0);
+    const shown = ok(await request(nc, 'queue.show', { queue }));
+    expect(shown).toMatchObject({ running: 2, held: { reason: 'concurrency' }, waiting_by_reason: { concurrency: 3 } });
+    const waiting = claim(nc, queue, { max: 5, wait_ms: 10_000 });
+    await untilParked(node, queue);
+    await complete(nc, queue, first[0]!);
+    expect(await waiting).toHaveLength(1);
+    // null clears the limit.
+    ok(await request(nc, 'queue.set', { queue, concurrency: null }));
+    expect(await claim(nc, queue, { max: 5 })).toHaveLength(2);
+  });
+
+  test('key concurrency skips a held key and takes the next job in order', async () => {
+    const queue = uniqueQueue('key-concurrency');
+    ok(await request(nc, 'queue.set', { queue, key_concurrency: 1, create: true }));
+    const ids = await submitMany(queue, 1, { concurrency_key: 'a' });
+    ids.push(...(await submitMany(queue, 1, { concurrency_key: 'a' })));
+    ids.push(...(await submitMany(queue, 1, { concurrency_key: 'b' })));
+    ids.push(...(await submitMany(queue, 1)));
+    const claimed = await claim(nc, queue, { max: 10 });
+    // The second job of key a waits; b's and the keyless job go ahead of it.
+    expect(claimed.map((j) => j.job_id)).toEqual([ids[0], ids[2], ids[3]]);
+    const held = ok(await request(nc, 'get', { job_id: ids[1] }));
+    expect(held['held']).toMatchObject({ reason: 'key_concurrency', detail: expect.stringContaining('key a') });
+    await complete(nc, queue, claimed[0]!);
+    expect((await claim(nc, queue, { max: 10, wait_ms: 5_000 })).map((j) => j.job_id)).toEqual([ids[1]]);
+  });
+
+  test('rate: at most limit claims in any window of period_ms', async () => {
+    const queue = uniqueQueue('rate');
+    await submitMany(queue, 6);
+    ok(await request(nc, 'queue.set', { queue, rate: { limit: 3, period_ms: 1_000 } }));
+    const started = Date.now();
+    const first = await claim(nc, queue, { max: 10 });
+    expect(first).toHaveLength(3);
+    expect(await claim(nc, queue, { max: 10 })).toHaveLength(0);
+    const shown = ok(await request(nc, 'queue.show', { queue }));
+    expect(shown['held']).toMatchObject({ reason: 'rate', until: expect.any(String) });
+    const next = await claim(nc, queue, { max: 10, wait_ms: 10_000 });
+    expect(next).toHaveLength(3);
+    // The window moved on: no sooner than a period after the first claims.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    const claims = (await queueLog(nc, queue)).filter((e) => e.type === 'job.claimed');
+    expect(claims).toHaveLength(6);
+  });
+
+  test('bad settings are invalid_request and append nothing', async () => {
+    const queue = uniqueQueue('bad-settings');
+    await submitMany(queue, 1);
+    const before = await streamMessages(jsm);
+    for (const body of [{ queue, concurrency: 0 }, { queue, concurrency: -1 }, { queue, rate: { limit: 1, period_ms: 10 } }, { queue, rate: { limit: 0, period_ms: 1000 } }, { queue }, { queue, key_rate: { limit: 1 } }]) {
+      const reply = await request(nc, 'queue.set', body);
+      expect(reply.ok || reply.error, JSON.stringify(body)).toMatchObject({ code: 'invalid_request' });
+    }
+    const unknown = await request(nc, 'queue.set', { queue: uniqueQueue('unknown'), concurrency: 1 });
+    expect(unknown.ok || unknown.error).toMatchObject({ code: 'not_found' });
+    expect(await streamMessages(jsm)).toBe(before);
+  });
+
+  test('limits and a pause hold after the node restarts (folded from the log, or its checkpoint)', async () => {
+    const other = await startNatsServer();
+    const dataDir = await mkdtemp(join(tmpdir(), 'docket-flow-'));
+    const queue = uniqueQueue('restart');
+    let first = await startTrackedNode(other, { nodeName: 'restart-a', dataDir });
+    const { client: c2, nc: nc2 } = await connectTestClients(other, 'restart-test');
+    try {
+      await request(nc2, 'submit', { jobs: Array.from({ length: 4 }, () => ({ queue })) });
+      ok(await request(nc2, 'queue.set', { queue, concurrency: 1 }));
+      expect(await claim(nc2, queue, { max: 4 })).toHaveLength(1);
+      await first.close();
+      first = await startTrackedNode(other, { nodeName: 'restart-a', dataDir });
+      expect(await claim(nc2, queue, { max: 4 })).toHaveLength(0);
+      expect(ok(await request(nc2, 'queue.show', { queue }))).toMatchObject({ settings: { concurrency: 1 }, running: 1 });
+      ok(await request(nc2, 'pause', { queue }));
+      await first.close();
+      // No checkpoint this time: the whole log is folded.
+      first = await startTrackedNode(other, { nodeName: 'restart-b' });
+      expect(ok(await request(nc2, 'queue.show', { queue }))).toMatchObject({ status: 'paused', settings: { concurrency: 1 } });
+      ok(await request(nc2, 'resume', { queue }));
+      ok(await request(nc2, 'queue.set', { queue, concurrency: 3 }));
+      // The one claimed before the restarts still runs (its lease renewed by recovery): two more slots.
+      expect(await claim(nc2, queue, { max: 4 })).toHaveLength(2);
+    } finally {
+      await first.close();
+      await closeTestFile({ client: c2, nc: nc2, nodes: [], server: other });
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('reservations', () => {
+  test('while reserved the queue hands out nothing; a second reserve is conflict naming the holder; release resumes dispatch', async () => {
+    const queue = uniqueQueue('reserve');
+    await submitMany(queue, 2);
+    const reserved = ok(await request(nc, 'reserve', { queue, holder: 'ops', ttl_ms: 60_000 }));
+    expect(reserved).toMatchObject({ queue, holder: 'ops', reservation_id: expect.stringMatching(new RegExp(`^${queue}-`)) });
+    expect(await claim(nc, queue, { max: 5 })).toHaveLength(0);
+    const second = await request(nc, 'reserve', { queue, holder: 'someone-else', ttl_ms: 5_000 });
+    expect(second.ok || second.error).toMatchObject({ code: 'conflict', message: expect.stringContaining('ops') });
+    const listed = ok(await request(nc, 'reservations', { queue }));
+    expect(listed['reservations']).toEqual([expect.objectContaining({ reservation_id: reserved['reservation_id'] })]);
+    const waiting = claim(nc, queue, { max: 5, wait_ms: 10_000 });
+    await untilParked(node, queue);
+    ok(await request(nc, 'release', { reservation_id: reserved['reservation_id'] }));
+    expect(await waiting).toHaveLength(2);
+    const unknown = await request(nc, 'release', { reservation_id: reserved['reservation_id'] });
+    expect(unknown.ok || unknown.error).toMatchObject({ code: 'not_found' });
+    const types = (await queueLog(nc, queue)).filter((e) => e.type.startsWith('reservation.')).map((e) => e.type);
+    expect(types).toEqual(['reservation.activated', 'reservation.released']);
+  });
+
+  test('a reserve with a job creates and claims it in the same commit; the holder completes it through the worker protocol', async () => {
+    const queue = uniqueQueue('direct');
+    await submitMany(queue, 1);
+    const reserved = ok(await request(nc, 'reserve', { queue, holder: 'direct-runner', ttl_ms: 30_000, job: { queue, params: { x: 1 } } }));
+    const job = reserved['job'] as { job_id: string; run_id: string; params: unknown; fencing_token: number };
+    expect(job).toMatchObject({ params: { x: 1 }, fencing_token: expect.any(Number) });
+    const log = await queueLog(nc, queue);
+    const commit = log.filter((e) => e.seq === log.find((x) => x.type === 'reservation.activated')!.seq).map((e) => e.type);
+    expect(commit).toEqual(['reservation.activated', 'job.submitted', 'job.claimed']);
+    // The queue's own job stays queued while reserved.
+    expect(await claim(nc, queue, { max: 5 })).toHaveLength(0);
+    const done = await complete(nc, queue, job);
+    expect(done).toMatchObject({ ok: true, status: 'succeeded' });
+    ok(await request(nc, 'release', { reservation_id: reserved['reservation_id'] }));
+    expect(await claim(nc, queue, { max: 5 })).toHaveLength(1);
+  });
+
+  test('a reservation whose holder goes away expires at its ttl and dispatch resumes; renew pushes the expiry', async () => {
+    const queue = uniqueQueue('expire');
+    await submitMany(queue, 1);
+    const reserved = ok(await request(nc, 'reserve', { queue, holder: 'gone', ttl_ms: 1_000 }));
+    const renewed = ok(await request(nc, 'renew', { reservation_id: reserved['reservation_id'], ttl_ms: 1_500 }));
+    expect(Date.parse(renewed['expires_at'] as string)).toBeGreaterThan(Date.parse(reserved['expires_at'] as string));
+    const waiting = claim(nc, queue, { max: 5, wait_ms: 15_000 });
+    expect(await waiting).toHaveLength(1);
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(renewed['expires_at'] as string));
+    expect(await countEvents(nc, queue, 'reservation.expired')).toBe(1);
+  });
+
+  test('bad input: a ttl under a second, an id that is no reservation, a direct job for another queue; nothing appended', async () => {
+    const queue = uniqueQueue('reserve-bad');
+    await submitMany(queue, 1);
+    const before = await streamMessages(jsm);
+    for (const [verb, body] of [
+      ['reserve', { queue, holder: 'h', ttl_ms: 999 }],
+      ['reserve', { queue, holder: 'h', ttl_ms: 5_000, job: { queue: `${queue}x` } }],
+      ['release', { reservation_id: 'short' }],
+      ['renew', { reservation_id: 'short', ttl_ms: 5_000 }],
+    ] as const) {
+      const reply = await request(nc, verb, body);
+      expect(reply.ok || reply.error, JSON.stringify(body)).toMatchObject({ code: 'invalid_request' });
+    }
+    expect(await streamMessages(jsm)).toBe(before);
+  });
+});
+
+describe('the CLI', () => {
+  const ROOT = join(import.meta.dirname, '..', '..');
+  const BIN = join(ROOT, 'bin', 'docket.js');
+
+  /** `docket <args> --server <this file's server>`: the built CLI as a user runs it. */
+  function docket(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const env = { ...process.env };
+    for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT']) delete env[name];
+    // The server flag goes before a `--`: what follows it is run-direct's command.
+    const end = args.includes('--') ? args.indexOf('--') : args.length;
+    const argv = [...args.slice(0, end), '--server', server.url, ...args.slice(end)];
+    const child = spawn(process.execPath, [BIN, ...argv], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const deadline = setTimeout(() => child.kill('SIGKILL'), 20_000);
+    return new Promise((resolve, reject) => {
+      child.once('error', reject);
+      child.once('close', (code) => {
+        clearTimeout(deadline);
+        resolve({ code, stdout, stderr });
+      });
+    });
+  }
+
+  test('queue set, pause, queue show and resume, as a person types them', async () => {
+    const queue = uniqueQueue('cli-flow');
+    const refused = await docket(['queue', 'set', queue, '--concurrency', '2']);
+    expect(refused).toMatchObject({ code: 1, stderr: expect.stringContaining('error not_found') });
+    const set = await docket(['queue', 'set', queue, '--concurrency', '2', '--rate', '50/1000', '--create', '--json']);
+    expect(JSON.parse(set.stdout)).toMatchObject({ ok: true, settings: { concurrency: 2, rate: { limit: 50, period_ms: 1000 } } });
+    expect(await docket(['pause', queue, '--reason', 'maintenance'])).toMatchObject({ code: 0, stdout: expect.stringContaining('paused: maintenance') });
+    const shown = await docket(['queue', 'show', queue]);
+    expect(shown.stdout).toMatch(/held\W+paused/);
+    expect(await docket(['resume', queue])).toMatchObject({ code: 0, stdout: expect.stringMatching(/status\W+active/) });
+    const bad = await docket(['queue', 'set', queue, '--rate', 'fast']);
+    expect(bad).toMatchObject({ code: 1, stderr: expect.stringContaining('error invalid_request') });
+  });
+
+  test('run-direct runs one job ahead of the queue, fails it by the exit code and releases the queue', async () => {
+    const queue = uniqueQueue('cli-direct');
+    await submitMany(queue, 1);
+    const run = await docket(['run-direct', queue, '--params', '{"n":7}', '--', 'sh', '-c', 'echo "params $DOCKET_PARAMS"; echo broke >&2; exit 3']);
+    expect(run.stdout).toContain('params {"n":7}');
+    expect(run.code).toBe(3);
+    const log = await queueLog(nc, queue);
+    const direct = log.find((e) => e.type === 'reservation.activated')!.data['job_id'] as string;
+    expect(log.filter((e) => e.jobId === direct).map((e) => e.type)).toEqual(['job.submitted', 'job.claimed', 'job.failed']);
+    expect(log.find((e) => e.type === 'job.failed')!.data).toMatchObject({ exit_code: 3, error: { message: 'broke' } });
+    expect(log.map((e) => e.type).filter((t) => t.startsWith('reservation.'))).toEqual(['reservation.activated', 'reservation.released']);
+    // The queue's own job was held while reserved and is free now.
+    expect(await claim(nc, queue, { max: 5 })).toHaveLength(1);
+  });
+});
+
+test('every queue and reservation event written is accepted by the shipped event schema', async () => {
+  const { eventSchema } = await import('../../src/nats/event-schemas.js');
+  const { readLog } = await import('../../src/store/read-log.js');
+  const { decodeCommit } = await import('../../src/nats/codec.js');
+  const seen = new Set<string>();
+  for await (const m of readLog(nc, {})) {
+    for (const event of decodeCommit(m.data).events) {
+      if (event.aggregate.kind === 'job') continue;
+      seen.add(event.type);
+      expect(eventSchema.safeParse(event).success, JSON.stringify(event)).toBe(true);
+    }
+  }
+  expect([...seen].sort()).toEqual(['queue.paused', 'queue.resumed', 'queue.settings_changed', 'reservation.activated', 'reservation.expired', 'reservation.released', 'reservation.renewed']);
+});
