@@ -15,8 +15,8 @@ import type { ClaimCommand, ClaimedJob } from '../commands/schemas.js';
 import { DocketError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { QueueOrder } from '../projections/queue-order.js';
-import type { JobRecord } from '../store/job-store.js';
-import type { FlowGate, Hold } from './flow-gate.js';
+import type { FlowGate } from './flow-gate.js';
+import { selectClaimable } from './select-claimable.js';
 
 
 interface Waiter {
@@ -28,23 +28,8 @@ interface Waiter {
 }
 
 const POLL_MS = 1000;
-/**
- * Jobs of held keys one pump looks past for a job it may run (a busy key never starves the
- * others); beyond it the claim waits for the next wake-up rather than scan a long backlog.
- */
-const MAX_SKIPPED_PER_PUMP = 1_000;
 /** A rate window's timer never fires sooner than this: the next claim's time is not finer. */
 const MIN_RATE_TIMER_MS = 5;
-/** A claimed job's fields around its params and key, in JSON: ids, queue, counters, the fencing token. */
-const CLAIMED_JOB_OVERHEAD_BYTES = 400;
-
-/** The size of a job's item in a claim's reply. */
-function claimedBytes(record: JobRecord | undefined): number {
-  if (!record) return CLAIMED_JOB_OVERHEAD_BYTES;
-  const { params, key } = record.state.job.context;
-  return CLAIMED_JOB_OVERHEAD_BYTES + Buffer.byteLength(JSON.stringify(params)) + (key === null ? 0 : Buffer.byteLength(JSON.stringify(key)));
-}
-
 export class QueueDispatcher {
   private readonly waiters: Waiter[] = [];
   private dueTimer: NodeJS.Timeout | undefined;
@@ -97,48 +82,18 @@ export class QueueDispatcher {
   /** Hands ready jobs to waiting claims. Synchronous up to the appends, which run in parallel. */
   pump(): void {
     let rateRetryAt: number | undefined;
-    const heldUntil = (hold: Hold | null) => {
-      if (hold?.untilMs !== undefined && (hold.reason === 'rate' || hold.reason === 'key_rate')) rateRetryAt = Math.min(rateRetryAt ?? Infinity, hold.untilMs);
-    };
     while (this.waiters.length > 0 && !this.stopped) {
       const waiter = this.waiters[0]!;
-      const now = this.clock.now();
-      const allowed = this.gate.room(now);
-      if (allowed <= 0) {
-        heldUntil(this.gate.queueHold(now));
-        break;
-      }
-      const max = Math.min(waiter.request.max ?? 1, allowed);
-      const jobIds: string[] = [];
-      const keys: (string | null)[] = [];
-      const skipped: string[] = [];
-      // A claim takes only as many jobs as its reply can carry, decided before anything is
-      // appended: a claimed job that cannot be delivered would sit out its lease.
-      let room = this.replyBudget();
-      while (jobIds.length < max) {
-        const id = this.order.take(this.queue);
-        if (id === undefined) break;
-        const record = this.ctx.store.get(id);
-        const key = record?.state.job.context.concurrency_key ?? null;
-        const keyHold = this.gate.keyHold(key, now);
-        if (keyHold !== null) {
-          heldUntil(keyHold);
-          skipped.push(id);
-          if (skipped.length >= MAX_SKIPPED_PER_PUMP) break;
-          continue;
-        }
-        const bytes = claimedBytes(record);
-        if (jobIds.length > 0 && bytes > room) {
-          this.order.release(this.queue, id);
-          break;
-        }
-        room -= bytes;
-        jobIds.push(id);
-        keys.push(key);
-        this.gate.taking(key);
-      }
-      // Jobs of held keys keep their places for the next claim.
-      for (const id of skipped) this.order.release(this.queue, id);
+      const { jobIds, keys, retryAtMs } = selectClaimable({
+        queue: this.queue,
+        order: this.order,
+        gate: this.gate,
+        lookup: (id) => this.ctx.store.get(id),
+        max: waiter.request.max ?? 1,
+        replyBudget: this.replyBudget(),
+        nowMs: this.clock.now(),
+      });
+      if (retryAtMs !== undefined) rateRetryAt = Math.min(rateRetryAt ?? Infinity, retryAtMs);
       if (jobIds.length === 0) break;
       this.waiters.shift();
       clearTimeout(waiter.timer);

@@ -13,7 +13,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { claim, complete, untilParked } from '../support/worker-helpers.js';
+import { claim, complete, until, untilParked } from '../support/worker-helpers.js';
 import { closeTestFile, connectTestClients, countEvents, openResources, queueLog, request, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 
@@ -319,4 +319,49 @@ test('every queue and reservation event written is accepted by the shipped event
     }
   }
   expect([...seen].sort()).toEqual(['queue.paused', 'queue.resumed', 'queue.settings_changed', 'reservation.activated', 'reservation.expired', 'reservation.released', 'reservation.renewed']);
+});
+
+test('20 concurrent workers against concurrency 3, rate 50 per second and key concurrency 1 over 5 keys: the log never shows more, every key progresses', async () => {
+  const queue = uniqueQueue('twenty-workers');
+  ok(await request(nc, 'queue.set', { queue, concurrency: 3, rate: { limit: 50, period_ms: 1_000 }, key_concurrency: 1, create: true }));
+  const KEYS = ['t1', 't2', 't3', 't4', 't5'];
+  const reply = ok(await request(nc, 'submit', { jobs: Array.from({ length: 150 }, (_, i) => ({ queue, concurrency_key: KEYS[i % KEYS.length] })) }));
+  const ids = (reply['jobs'] as { job_id: string }[]).map((j) => j.job_id);
+  const { Worker } = await import('../../src/client/worker.js');
+  const workers = Array.from({ length: 20 }, (_, i) => new Worker({ queue, nc, workerId: `w${i}`, claimWaitMs: 1_000, handler: () => new Promise((resolve) => setTimeout(() => resolve(null), 5 + (i % 4) * 5)) }));
+  const started = Date.now();
+  await Promise.all(workers.map((w) => w.start()));
+  try {
+    await until(node, (store) => ids.every((id) => store.get(id)?.state.job.value === 'succeeded'), 'all 150 jobs succeeded', 30_000);
+  } finally {
+    await Promise.all(workers.map((w) => w.close()));
+  }
+  // 150 claims at 50 per second take at least two more windows after the first 50.
+  expect(Date.now() - started).toBeGreaterThanOrEqual(2_000);
+  // Fold the log: running at once, in all and per key, and claims per window, at every event.
+  const log = await queueLog(nc, queue);
+  const keyOf = new Map(log.filter((e) => e.type === 'job.submitted').map((e) => [e.jobId, e.data['concurrency_key'] as string]));
+  const runningNow = new Set<string>();
+  let most = 0;
+  for (const e of log) {
+    if (e.type === 'job.claimed') {
+      runningNow.add(e.jobId);
+      const keys = [...runningNow].map((id) => keyOf.get(id));
+      expect(new Set(keys).size, 'one running job per key').toBe(keys.length);
+      most = Math.max(most, runningNow.size);
+    }
+    if (e.type === 'job.succeeded' || e.type === 'job.failed') runningNow.delete(e.jobId);
+  }
+  expect(most).toBeLessThanOrEqual(3);
+  expect(most).toBeGreaterThan(1);
+  // The audit's rules agree, and check the rate on the claims' own times (limit_exceeded).
+  const { auditMessages } = await import('../../src/audit/index.js');
+  const { readLog, logFilter } = await import('../../src/store/read-log.js');
+  const messages = [];
+  for await (const m of readLog(nc, { filter: logFilter(queue) })) messages.push(m);
+  const report = auditMessages(messages);
+  expect(report.violations).toEqual([]);
+  // Every key progressed to the end: its 30 jobs succeeded.
+  const succeeded = log.filter((e) => e.type === 'job.succeeded').map((e) => keyOf.get(e.jobId));
+  for (const key of KEYS) expect(succeeded.filter((k) => k === key)).toHaveLength(30);
 });

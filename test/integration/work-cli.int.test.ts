@@ -189,7 +189,14 @@ test('a cancel stops the command with everything it started, and its slot is fre
     }
     // concurrency 1: the quick job ran only once the cancelled command's group was gone.
     expect(Date.now() - cancelledAt).toBeLessThan(10_000);
-    expect((await client.get(quick.job_id)).job.status).toBe('succeeded');
+    // The log's reader can see the commit before the node that wrote it has its ack: ask until
+    // the node's view has it too (a few ms at most).
+    let status = (await client.get(quick.job_id)).job.status;
+    for (let tries = 0; status !== 'succeeded' && tries < 100; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      status = (await client.get(quick.job_id)).job.status;
+    }
+    expect(status).toBe('succeeded');
     await eventually(() => !alive(sleepPid), 'the grandchild sleep was stopped with its group', 5_000);
     expect((await client.get(slow.job_id)).job.status).toBe('cancelled');
   } finally {

@@ -1,0 +1,88 @@
+/**
+ * Which jobs one claim takes: the queue order from its head, within the room the queue's limits
+ * leave, jobs of a held concurrency_key skipped (they keep their places), and no more than the
+ * claim's reply can carry. Synchronous: the dispatcher appends the claims afterwards. A pure
+ * function of the order, the gate and the records, so a property test can hold it to a model.
+ */
+import type { QueueOrder } from '../projections/queue-order.js';
+import type { JobRecord } from '../store/job-store.js';
+import type { FlowGate, Hold } from './flow-gate.js';
+
+/** A claimed job's fields around its params and key, in JSON: ids, queue, counters, the fencing token. */
+const CLAIMED_JOB_OVERHEAD_BYTES = 400;
+/**
+ * Jobs of held keys one claim looks past for a job it may run (a busy key never starves the
+ * others); beyond it the claim waits for the next wake-up rather than scan a long backlog.
+ */
+export const MAX_SKIPPED_PER_CLAIM = 1_000;
+
+/** The size of a job's item in a claim's reply. */
+export function claimedBytes(record: JobRecord | undefined): number {
+  if (!record) return CLAIMED_JOB_OVERHEAD_BYTES;
+  const { params, key } = record.state.job.context;
+  return CLAIMED_JOB_OVERHEAD_BYTES + Buffer.byteLength(JSON.stringify(params)) + (key === null ? 0 : Buffer.byteLength(JSON.stringify(key)));
+}
+
+export interface Selection {
+  readonly jobIds: string[];
+  /** Each taken job's concurrency_key: `gate.settled(key)` once its claim lands or is refused. */
+  readonly keys: (string | null)[];
+  /** When a rate window that held jobs back moves on (ms), if one did. */
+  readonly retryAtMs: number | undefined;
+}
+
+export interface SelectInput {
+  readonly queue: string;
+  readonly order: Pick<QueueOrder, 'take' | 'release'>;
+  readonly gate: FlowGate;
+  readonly lookup: (jobId: string) => JobRecord | undefined;
+  /** The most jobs the claim asks for. */
+  readonly max: number;
+  /** Bytes the claim's reply may carry. */
+  readonly replyBudget: number;
+  readonly nowMs: number;
+}
+
+function rateRetry(hold: Hold | null, at: number | undefined): number | undefined {
+  if (hold?.untilMs === undefined || (hold.reason !== 'rate' && hold.reason !== 'key_rate')) return at;
+  return Math.min(at ?? Infinity, hold.untilMs);
+}
+
+/** Takes the jobs (marked taken in the order, counted in flight by the gate) or none when the queue is held. */
+export function selectClaimable({ queue, order, gate, lookup, max, replyBudget, nowMs }: SelectInput): Selection {
+  const allowed = gate.room(nowMs);
+  if (allowed <= 0) return { jobIds: [], keys: [], retryAtMs: rateRetry(gate.queueHold(nowMs), undefined) };
+  const limit = Math.min(max, allowed);
+  const jobIds: string[] = [];
+  const keys: (string | null)[] = [];
+  const skipped: string[] = [];
+  let retryAtMs: number | undefined;
+  // A claim takes only as many jobs as its reply can carry, decided before anything is
+  // appended: a claimed job that cannot be delivered would sit out its lease.
+  let room = replyBudget;
+  while (jobIds.length < limit) {
+    const id = order.take(queue);
+    if (id === undefined) break;
+    const record = lookup(id);
+    const key = record?.state.job.context.concurrency_key ?? null;
+    const keyHold = gate.keyHold(key, nowMs);
+    if (keyHold !== null) {
+      retryAtMs = rateRetry(keyHold, retryAtMs);
+      skipped.push(id);
+      if (skipped.length >= MAX_SKIPPED_PER_CLAIM) break;
+      continue;
+    }
+    const bytes = claimedBytes(record);
+    if (jobIds.length > 0 && bytes > room) {
+      order.release(queue, id);
+      break;
+    }
+    room -= bytes;
+    jobIds.push(id);
+    keys.push(key);
+    gate.taking(key);
+  }
+  // Jobs of held keys keep their places for the next claim.
+  for (const id of skipped) order.release(queue, id);
+  return { jobIds, keys, retryAtMs };
+}

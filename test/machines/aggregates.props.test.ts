@@ -1,0 +1,78 @@
+/**
+ * The folds of the non-job kinds (machines/aggregates.ts) equal their machines: on accept/reject
+ * (`snapshot.can(event)`), `value` and `context` after every event, from `initialTransition()`
+ * stepped with XState's pure `transition()`; and `decideAggregate` says what `can()` says.
+ */
+import { test as fcTest } from '@fast-check/vitest';
+import fc from 'fast-check';
+import { describe, expect, test } from 'vitest';
+import { initialTransition, transition, type AnyStateMachine } from 'xstate';
+import { decideAggregate, queueAggregate, reservationAggregate, type AggregateDefinition, type AggregateEvent, type FoldState, type QueueEvent, type ReservationEvent } from '../../machines/index.js';
+
+const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 200);
+
+const time = fc.date({ min: new Date('2026-01-01T00:00:00Z'), max: new Date('2026-01-02T00:00:00Z'), noInvalidDate: true }).map((d) => d.toISOString());
+const meta: fc.Arbitrary<{ node: string; actor?: string }> = fc.record({ node: fc.constantFrom('n1', 'n2'), actor: fc.constantFrom('alice', 'bob') }, { requiredKeys: ['node'] });
+const rate = fc.option(fc.record({ limit: fc.integer({ min: 1, max: 5 }), period_ms: fc.integer({ min: 100, max: 5000 }) }), { nil: null });
+
+const queueEvent: fc.Arbitrary<QueueEvent> = fc
+  .tuple(
+    fc.constantFrom('queue.paused', 'queue.resumed', 'queue.settings_changed'),
+    time,
+    meta,
+    fc.option(fc.string({ maxLength: 5 }), { nil: null }),
+    fc.record({ concurrency: fc.option(fc.integer({ min: 1, max: 5 }), { nil: null }), rate, key_concurrency: fc.option(fc.integer({ min: 1, max: 5 }), { nil: null }), key_rate: rate }, { requiredKeys: [] }),
+  )
+  .map(([type, t, m, reason, settings]) => {
+    const base = { id: `e-${t}`, time: t, aggregate: { kind: 'queue' as const, id: 'q' }, queue: 'q', meta: m };
+    if (type === 'queue.paused') return { ...base, type, data: { reason } };
+    if (type === 'queue.resumed') return { ...base, type, data: {} };
+    return { ...base, type, data: settings };
+  });
+
+const reservationEvent: fc.Arbitrary<ReservationEvent> = fc
+  .tuple(fc.constantFrom('reservation.activated', 'reservation.renewed', 'reservation.released', 'reservation.expired'), time, time, fc.constantFrom('q-r1', 'q-r2'), meta)
+  .map(([type, t, expiresAt, reservationId, m]) => {
+    const base = { id: `e-${t}`, time: t, aggregate: { kind: 'reservation' as const, id: 'q' }, queue: 'q', meta: m };
+    if (type === 'reservation.activated') return { ...base, type, data: { reservation_id: reservationId, holder: 'h', expires_at: expiresAt, job_id: null } };
+    if (type === 'reservation.renewed') return { ...base, type, data: { reservation_id: reservationId, expires_at: expiresAt } };
+    return { ...base, type, data: { reservation_id: reservationId } };
+  });
+
+const view = (snapshot: { value: unknown; context: unknown }) => ({ value: snapshot.value, context: snapshot.context });
+
+function checkAgainstMachine(definition: AggregateDefinition, events: readonly AggregateEvent[]): void {
+  const machine: AnyStateMachine = definition.machine;
+  let [snapshot] = initialTransition(machine);
+  let state: FoldState<unknown> = definition.fold.initialState;
+  expect(state).toEqual(view(snapshot));
+  for (const [index, event] of events.entries()) {
+    const accepted = snapshot.can(event as never);
+    const stepped = definition.fold.step(state, event as never);
+    expect(stepped !== null, `event ${index} (${event.type}) in ${String(snapshot.value)}`).toBe(accepted);
+    expect(decideAggregate(state, event).ok).toBe(accepted);
+    if (stepped !== null) state = stepped;
+    [snapshot] = transition(machine, snapshot, event as never);
+    expect(state, `after event ${index} (${event.type})`).toEqual(view(snapshot));
+  }
+}
+
+describe('the folds of the other kinds equal their machines', () => {
+  test('the fold tables cover every event type of each kind', () => {
+    expect([...queueAggregate.fold.eventTypes].sort()).toEqual([...queueAggregate.eventTypes].sort());
+    expect([...reservationAggregate.fold.eventTypes].sort()).toEqual([...reservationAggregate.eventTypes].sort());
+  });
+
+  fcTest.prop([fc.array(queueEvent, { maxLength: 30 })], { numRuns })('queue', (events) => checkAgainstMachine(queueAggregate as unknown as AggregateDefinition, events));
+
+  fcTest.prop([fc.array(reservationEvent, { maxLength: 30 })], { numRuns })('reservation (an expiry before expires_at and a stale id are refused)', (events) =>
+    checkAgainstMachine(reservationAggregate as unknown as AggregateDefinition, events),
+  );
+
+  test('settings_changed changes only the fields it names; null clears one', () => {
+    const base = { id: 'e', time: '2026-01-01T00:00:00.000Z', aggregate: { kind: 'queue' as const, id: 'q' }, queue: 'q', meta: { node: 'n' } };
+    let state = queueAggregate.fold.step(queueAggregate.fold.initialState, { ...base, type: 'queue.settings_changed', data: { concurrency: 3, rate: { limit: 5, period_ms: 1000 } } })!;
+    state = queueAggregate.fold.step(state, { ...base, type: 'queue.settings_changed', data: { concurrency: null } })!;
+    expect(state.context.settings).toEqual({ concurrency: null, rate: { limit: 5, period_ms: 1000 }, key_concurrency: null, key_rate: null });
+  });
+});
