@@ -11,7 +11,7 @@ import { findJob, type CommandContext } from './commands/handle-command.js';
 import { cancelJob, moveJob, promoteJob, retryJob } from './commands/job-commands.js';
 import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
 import { replyBudget } from './commands/reply.js';
-import { holdOf, listReservations, showQueue, type FlowViewContext } from './commands/flow-queries.js';
+import { flowSummary, holdOf, listReservations, showQueue, type FlowViewContext } from './commands/flow-queries.js';
 import { assertKnownQueue, pauseQueue, resumeQueue, setQueue } from './commands/queue-commands.js';
 import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema, type PauseCommand, type QueueSetCommand, type ReleaseCommand, type RenewCommand, type ReserveCommand, type ResumeCommand } from './commands/queue-schemas.js';
 import { queueOfReservation, release, renew, reserve } from './commands/reservation-commands.js';
@@ -201,7 +201,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const writers = new PartitionWriters({ appendNc, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
   const context: CommandContext = { store, aggregates, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: (queue) => writers.writer(queue) };
   const flowView: FlowViewContext = { store, aggregates, counts: flowCounts, queueOrder, clock };
-  const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc), holdOf: (record) => holdOf(flowView, record) };
+  const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc), holdOf: (record) => holdOf(flowView, record), flowOf: (queue) => flowSummary(flowView, queue) };
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   // A queue with no live job, no parked claim and nothing in its writer needs no leader.

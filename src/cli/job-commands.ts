@@ -227,6 +227,20 @@ async function progressAction(queue: string | undefined, flags: CommonFlags): Pr
     ),
   );
   writeOut(table(['queue', ...STATES], queues.map((q) => [q.queue, ...STATES.map((s) => q.counts[s])])));
+  // Flow control, for the queues something holds: what, and how many ready jobs wait on it.
+  const held = queues.filter((q) => q.flow && ((q.flow['held'] ?? null) !== null || Object.keys((q.flow['waiting_by_reason'] as object | undefined) ?? {}).length > 0));
+  if (held.length > 0) {
+    writeOut(
+      table(
+        ['queue', 'held by', 'waiting by reason'],
+        held.map((q) => {
+          const hold = q.flow!['held'] as { reason: string; detail: string } | null;
+          const waiting = Object.entries((q.flow!['waiting_by_reason'] as Record<string, number>) ?? {}).map(([reason, n]) => `${reason} ${n}`).join(', ');
+          return [q.queue, hold ? hold.detail : '-', waiting || '-'];
+        }),
+      ),
+    );
+  }
   return 0;
 }
 

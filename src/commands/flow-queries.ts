@@ -46,28 +46,43 @@ export type QueueShow = QueueView & {
   readonly waiting_truncated?: true;
 };
 
-export function showQueue(ctx: FlowViewContext, command: QueueShowCommand): QueueShow {
-  const { queue } = command;
+/** What `progress` says of a queue's flow: paused or not, what holds it, its held ready jobs by reason. */
+export type FlowSummary = {
+  readonly status: 'active' | 'paused';
+  readonly held: HoldView | null;
+  readonly waiting_by_reason: Partial<Record<HoldReason, number>>;
+  readonly waiting_truncated?: true;
+};
+
+export function flowSummary(ctx: FlowViewContext, queue: string): FlowSummary {
   const now = ctx.clock.now();
   const gate = new FlowGate(queue, ctx.aggregates, ctx.counts);
   const held = gate.queueHold(now);
-  const { ready } = ctx.queueOrder.snapshot(queue);
+  const status = ctx.aggregates.stateOf<QueueContext>('queue', queue).value === 'paused' ? 'paused' : 'active';
+  const { key_concurrency, key_rate } = gate.settings();
   const waiting: Partial<Record<HoldReason, number>> = {};
+  // Without key limits and with nothing holding the queue, nothing waits on flow control: no scan.
+  if (held === null && key_concurrency === null && key_rate === null) return { status, held: null, waiting_by_reason: waiting };
+  const { ready } = ctx.queueOrder.snapshot(queue);
   if (held !== null) {
     if (ready.length > 0) waiting[held.reason] = ready.length;
-  } else {
-    for (const jobId of ready.slice(0, MAX_READY_SCANNED)) {
-      const hold = gate.keyHold(ctx.store.get(jobId)?.state.job.context.concurrency_key ?? null, now);
-      if (hold !== null) waiting[hold.reason] = (waiting[hold.reason] ?? 0) + 1;
-    }
+    return { status, held: holdView(held), waiting_by_reason: waiting };
   }
+  for (const jobId of ready.slice(0, MAX_READY_SCANNED)) {
+    const hold = gate.keyHold(ctx.store.get(jobId)?.state.job.context.concurrency_key ?? null, now);
+    if (hold !== null) waiting[hold.reason] = (waiting[hold.reason] ?? 0) + 1;
+  }
+  return { status, held: null, waiting_by_reason: waiting, ...(ready.length > MAX_READY_SCANNED ? { waiting_truncated: true as const } : {}) };
+}
+
+export function showQueue(ctx: FlowViewContext, command: QueueShowCommand): QueueShow {
+  const { queue } = command;
+  const { status: _status, ...flow } = flowSummary(ctx, queue);
   return {
     ...queueViewOf(queue, ctx.aggregates.get<QueueContext>('queue', queue)),
     reservation: reservationViewOf(queue, ctx.aggregates.stateOf<ReservationContext>('reservation', queue)),
     running: ctx.counts.running(queue),
-    held: held === null ? null : holdView(held),
-    waiting_by_reason: waiting,
-    ...(held === null && ready.length > MAX_READY_SCANNED ? { waiting_truncated: true as const } : {}),
+    ...flow,
   };
 }
 

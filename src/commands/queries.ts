@@ -77,6 +77,8 @@ export interface QueryContext {
   readonly queueOrder?: Pick<QueueOrder, 'delayedCount' | 'isDelayed'>;
   /** Bytes a reply may fill (the connection's max payload less its envelope). @defaultValue no bound */
   readonly replyBudget?: () => number;
+  /** Each queue's flow control (pause, holds, held jobs by reason), for `progress`; without it progress says nothing of it. */
+  readonly flowOf?: (queue: string) => Record<string, unknown>;
   /** What holds a waiting job (flow control), for `get`; without it `get` says nothing of it. */
   readonly holdOf?: (record: JobRecord) => { readonly reason: string; readonly detail: string; readonly until?: string } | null;
 }
@@ -142,10 +144,12 @@ export function progressOf(ctx: QueryContext, command: ProgressCommand): { queue
   const order = ctx.queueOrder;
   const delayedOf = order === undefined ? undefined : (queue: string) => order.delayedCount(queue);
   // A queue never seen answers zeros (as it always has): the CLI tells people it has no jobs.
-  if (command.queue !== undefined) return { queues: [ctx.progress.of(command.queue, delayedOf?.(command.queue))] };
+  const withFlow = (progress: QueueProgress): QueueProgress => (ctx.flowOf === undefined ? progress : { ...progress, flow: ctx.flowOf(progress.queue) });
+  if (command.queue !== undefined) return { queues: [withFlow(ctx.progress.of(command.queue, delayedOf?.(command.queue)))] };
   const room = new Room(ctx.replyBudget?.() ?? Infinity);
   const queues: QueueProgress[] = [];
-  for (const queue of ctx.progress.all(delayedOf)) {
+  for (const plain of ctx.progress.all(delayedOf)) {
+    const queue = withFlow(plain);
     if (!room.take(queue)) return { queues, truncated: true };
     queues.push(queue);
   }

@@ -101,6 +101,7 @@ export const replyOkSchemas = {
       .describe('The current or last run, or null when the job never ran.'),
     history: z.array(z.looseObject({ seq: z.int(), index: z.int(), type: z.string(), time: z.string(), id: z.string() })).describe("The job's events, oldest first."),
     truncated: z.literal(true).describe('The history was cut to fit the max payload.').optional(),
+    held: z.looseObject({ reason: z.string(), detail: z.string(), until: z.string().optional() }).describe('What holds this queued, due job now (flow control: pause, reservation, a limit of the queue or of its concurrency_key).').optional(),
   }),
   list: ok({
     jobs: z.array(jobSummarySchema).describe('In submit order.'),
@@ -119,6 +120,15 @@ export const replyOkSchemas = {
         ignore: z.int().min(0),
         cancelled: z.int().min(0).describe('Cancelled jobs (DataJoint has no such state).').optional(),
         total: z.int().min(0),
+        flow: z
+          .looseObject({
+            status: z.enum(['active', 'paused']),
+            held: z.looseObject({ reason: z.string(), detail: z.string(), until: z.string().optional() }).nullable().describe('What holds the whole queue now (pause, reservation, concurrency, rate), if anything.'),
+            waiting_by_reason: z.record(z.string(), z.int().min(0)).describe('Ready jobs held back, by what holds them.'),
+            waiting_truncated: z.literal(true).optional(),
+          })
+          .describe('Flow control (docket.cmd.progress on a node).')
+          .optional(),
       }),
     ),
     truncated: z.literal(true).describe('Cut to fit the max payload.').optional(),

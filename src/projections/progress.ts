@@ -29,6 +29,8 @@ export interface QueueProgress {
   readonly ignore: number;
   readonly cancelled: number;
   readonly total: number;
+  /** Flow control, in `docket.cmd.progress` replies: paused or active, what holds the queue, held ready jobs by reason. */
+  readonly flow?: Record<string, unknown>;
 }
 
 function emptyCounts(): StatusCounts {

@@ -13,8 +13,8 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { claim, complete, until, untilParked } from '../support/worker-helpers.js';
-import { closeTestFile, connectTestClients, countEvents, openResources, queueLog, request, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
+import { claim, complete, resendOnUnavailable, until, untilParked } from '../support/worker-helpers.js';
+import { closeTestFile, commitAsDeposed, connectTestClients, countEvents, openResources, queueLog, request, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 
 let server: TestNatsServer;
@@ -44,6 +44,14 @@ async function submitMany(queue: string, n: number, spec: Record<string, unknown
   return (reply['jobs'] as { job_id: string }[]).map((j) => j.job_id);
 }
 
+async function auditQueue(queue: string) {
+  const { auditMessages } = await import('../../src/audit/index.js');
+  const { readLog, logFilter } = await import('../../src/store/read-log.js');
+  const messages = [];
+  for await (const m of readLog(nc, { filter: logFilter(queue) })) messages.push(m);
+  return auditMessages(messages);
+}
+
 function ok(reply: Awaited<ReturnType<typeof request>>): Record<string, unknown> {
   if (!reply.ok) throw new Error(`expected ok, got ${JSON.stringify(reply.error)}`);
   return reply;
@@ -57,6 +65,8 @@ describe('pause and resume', () => {
     expect(paused).toMatchObject({ status: 'paused', paused: { reason: 'deploy', by: 'alice' } });
     await submitMany(queue, 1);
     expect(await claim(nc, queue, { max: 10 })).toHaveLength(0);
+    const progress = ok(await request(nc, 'progress', { queue }));
+    expect((progress['queues'] as Record<string, unknown>[])[0]!['flow']).toEqual({ status: 'paused', held: expect.objectContaining({ reason: 'paused', detail: expect.stringContaining('deploy') }), waiting_by_reason: { paused: 4 } });
     // A long poll waits while paused and gets the jobs once resumed.
     const waiting = claim(nc, queue, { max: 10, wait_ms: 10_000 });
     await untilParked(node, queue);
@@ -64,8 +74,7 @@ describe('pause and resume', () => {
     expect(await waiting).toHaveLength(4);
     const events = (await queueLog(nc, queue)).filter((e) => e.type.startsWith('queue.'));
     expect(events.map((e) => [e.type, e.data])).toEqual([['queue.paused', { reason: 'deploy' }], ['queue.resumed', {}]]);
-    const progress = ok(await request(nc, 'queue.show', { queue }));
-    expect(progress).toMatchObject({ status: 'active', paused: null });
+    expect(ok(await request(nc, 'queue.show', { queue }))).toMatchObject({ status: 'active', paused: null });
   });
 
   test('pausing twice is invalid_transition; an unknown queue is not_found unless created; nothing appended', async () => {
@@ -131,12 +140,15 @@ describe('limits', () => {
     expect(await claim(nc, queue, { max: 10 })).toHaveLength(0);
     const shown = ok(await request(nc, 'queue.show', { queue }));
     expect(shown['held']).toMatchObject({ reason: 'rate', until: expect.any(String) });
-    const next = await claim(nc, queue, { max: 10, wait_ms: 10_000 });
-    expect(next).toHaveLength(3);
-    // The window moved on: no sooner than a period after the first claims.
+    // A sliding window: each slot frees a period after the claim that took it.
+    let claimed = first.length;
+    while (claimed < 6) claimed += (await claim(nc, queue, { max: 10, wait_ms: 10_000 })).length;
+    expect(claimed).toBe(6);
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
     const claims = (await queueLog(nc, queue)).filter((e) => e.type === 'job.claimed');
     expect(claims).toHaveLength(6);
+    // The audit folds the claims' own times: never more than 3 in any second.
+    expect((await auditQueue(queue)).violations).toEqual([]);
   });
 
   test('bad settings are invalid_request and append nothing', async () => {
@@ -285,6 +297,8 @@ describe('the CLI', () => {
     expect(await docket(['pause', queue, '--reason', 'maintenance'])).toMatchObject({ code: 0, stdout: expect.stringContaining('paused: maintenance') });
     const shown = await docket(['queue', 'show', queue]);
     expect(shown.stdout).toMatch(/held\W+paused/);
+    await request(nc, 'submit', { queue });
+    expect((await docket(['progress', queue])).stdout).toMatch(new RegExp(`${queue}\\W+queue ${queue} is paused: maintenance.*paused 1`));
     expect(await docket(['resume', queue])).toMatchObject({ code: 0, stdout: expect.stringMatching(/status\W+active/) });
     const bad = await docket(['queue', 'set', queue, '--rate', 'fast']);
     expect(bad).toMatchObject({ code: 1, stderr: expect.stringContaining('error invalid_request') });
@@ -355,13 +369,29 @@ test('20 concurrent workers against concurrency 3, rate 50 per second and key co
   expect(most).toBeLessThanOrEqual(3);
   expect(most).toBeGreaterThan(1);
   // The audit's rules agree, and check the rate on the claims' own times (limit_exceeded).
-  const { auditMessages } = await import('../../src/audit/index.js');
-  const { readLog, logFilter } = await import('../../src/store/read-log.js');
-  const messages = [];
-  for await (const m of readLog(nc, { filter: logFilter(queue) })) messages.push(m);
-  const report = auditMessages(messages);
-  expect(report.violations).toEqual([]);
+  expect((await auditQueue(queue)).violations).toEqual([]);
   // Every key progressed to the end: its 30 jobs succeeded.
   const succeeded = log.filter((e) => e.type === 'job.succeeded').map((e) => keyOf.get(e.jobId));
   for (const key of KEYS) expect(succeeded.filter((k) => k === key)).toHaveLength(30);
+});
+
+test('the audit names a claim past a limit (limit_exceeded) and one while paused (claim_while_held)', async () => {
+  const queue = uniqueQueue('audit-flow');
+  const ids = await submitMany(queue, 3);
+  ok(await request(nc, 'queue.set', { queue, concurrency: 1 }));
+  const claimed = (jobId: string, i: number) => ({
+    id: `forged-claim-${queue}-${i}`, type: 'job.claimed', time: new Date().toISOString(), aggregate: { kind: 'job' as const, id: jobId }, queue,
+    data: { run_id: `forged-run-${i}`, worker: 'forger', host: 'h', pid: 1, version: 'v', lease_ms: 60_000 }, meta: { node: 'forger' },
+  });
+  // A writer that ignored the limit: two claims at once under concurrency 1.
+  await commitAsDeposed(node, jsm, queue, [claimed(ids[0]!, 0), claimed(ids[1]!, 1)]);
+  // The leader's writer finds the foreign commit at its next append: refolds, answers `unavailable`; a resend goes through.
+  ok(await resendOnUnavailable(() => request(nc, 'queue.set', { queue, concurrency: null })));
+  ok(await resendOnUnavailable(() => request(nc, 'pause', { queue })));
+  await commitAsDeposed(node, jsm, queue, [claimed(ids[2]!, 2)]);
+  const rules = (await auditQueue(queue)).violations.map((v) => [v.rule, v.aggregate]);
+  expect(rules).toEqual([
+    ['limit_exceeded', `job:${ids[1]}`],
+    ['claim_while_held', `job:${ids[2]}`],
+  ]);
 });
