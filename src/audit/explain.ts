@@ -6,6 +6,7 @@
  */
 import { commitSeqOf, evolveJob, indexOf, positionOf, type JobClaimedData, type JobEvent, type Position } from '../../machines/index.js';
 import type { OrderKey } from '../projections/queue-order.js';
+import { FlowGate, type HoldReason } from '../dispatch/flow-gate.js';
 import { decodeStoredCommit } from './decode.js';
 import { QueueReplay, type ChainLink, type JobReplay } from './replay.js';
 import type { RecordedMessage } from './types.js';
@@ -65,7 +66,20 @@ export interface Explanation {
     readonly waited_ms: number | null;
   };
   readonly retries: readonly ChainLink[];
+  /**
+   * What flow control held the job back with while it was ready and unclaimed (a pause, a
+   * reservation, the queue's concurrency or rate, its key's limits): each reason with the first
+   * and last event time it held at, as the log shows them.
+   */
+  readonly holds: readonly HeldView[];
   readonly notes: readonly string[];
+}
+
+export interface HeldView {
+  readonly reason: HoldReason;
+  readonly detail: string;
+  readonly from: string;
+  readonly to: string;
 }
 
 interface Captured {
@@ -84,6 +98,7 @@ export class Explainer {
   private readonly replay: QueueReplay;
   private captured: Captured | null = null;
   private readonly fates = new Map<string, { fate: string; at: Position; worker: string | null }>();
+  private readonly holds = new Map<HoldReason, { detail: string; from: string; to: string }>();
   private pendingFates = 0;
 
   constructor(
@@ -110,6 +125,7 @@ export class Explainer {
     for (let i = 0; i < events.length; i++) {
       const d = events[i]!;
       const position = positionOf(message.seq, i);
+      if (this.captured === null && d.kind !== 'undecodable') this.noteHold(d.event.time);
       if (d.kind === 'job' && d.queue === queue) {
         const event = d.event;
         if (this.captured === null && d.jobId === this.job.job.job_id && event.type === 'job.claimed') {
@@ -121,6 +137,18 @@ export class Explainer {
       }
       this.replay.pushEvent(position, d);
     }
+  }
+
+  /** While the job is ready and unclaimed: what flow control holds it back with at `time`. */
+  private noteHold(time: string): void {
+    const record = this.replay.store.get(this.job.job.job_id);
+    const at = Date.parse(time);
+    if (!record || record.state.job.value !== 'queued' || Date.parse(record.state.job.context.run_at) > at) return;
+    const gate = new FlowGate(record.queue, this.replay.aggregates, this.replay.counts);
+    const hold = gate.queueHold(at) ?? gate.keyHold(record.state.job.context.concurrency_key, at);
+    if (hold === null) return;
+    const seen = this.holds.get(hold.reason);
+    this.holds.set(hold.reason, seen === undefined ? { detail: hold.detail, from: time, to: time } : { ...seen, to: time });
   }
 
   private capture(position: Position, event: Extract<JobEvent, { type: 'job.claimed' }>): void {
@@ -201,6 +229,8 @@ export class Explainer {
       notes.push(`never claimed: the job is ${t.status}${idx >= 0 ? `, place ${idx} of ${view.ready.length} in the ready order now` : ''}`);
       if (t.status === 'queued' && runAtMs > this.nowMs) notes.push(`delayed until ${t.run_at}`);
     }
+    const holds = [...this.holds].map(([reason, h]) => ({ reason, ...h }));
+    for (const h of holds) notes.push(`held by ${h.reason} (${h.detail}) from ${h.from} to ${h.to}`);
     if (t.retry_of !== null) notes.push(`attempt ${t.attempt} of ${t.max_attempts}: a retry of ${t.retry_of}`);
     const claimMs = claim ? Date.parse(claim.time) : NaN;
     return {
@@ -220,6 +250,7 @@ export class Explainer {
         waited_ms: Number.isFinite(claimMs) ? claimMs - readyAtMs : null,
       },
       retries: this.job.chain,
+      holds,
       notes,
     };
   }

@@ -8,6 +8,7 @@
  */
 import { commitSeqOf, evolveJob, indexOf, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type JobEvent, type JobState, type Position, type QueueContext, type QueueSettings, type ReservationContext, type RunContext, type RunStatus } from '../../machines/index.js';
 import { AggregateStore } from '../store/aggregate-store.js';
+import { FlowCounts } from '../projections/flow.js';
 import { Progress, type QueueProgress, type StatusCounts } from '../projections/progress.js';
 import { QueueOrder, orderKeyOf, type OrderKey } from '../projections/queue-order.js';
 import { JobStore, type JobRecord } from '../store/job-store.js';
@@ -322,6 +323,8 @@ export class QueueReplay {
   readonly store = new JobStore();
   /** The queue's own aggregates (the queue, its reservation), folded from the same commits. */
   readonly aggregates = new AggregateStore();
+  /** Running jobs and recent claims, for flow control's holds (explain). */
+  readonly counts: FlowCounts;
   readonly order: QueueOrder;
   readonly progress = new Progress();
   atMs: number;
@@ -339,8 +342,10 @@ export class QueueReplay {
     this.atMs = atMs;
     this.subject = `docket.log.q.${queue}`;
     this.order = new QueueOrder(() => this.atMs, (jobId) => this.store.get(jobId));
+    this.counts = new FlowCounts((queue) => this.aggregates.stateOf<QueueContext>('queue', queue).context.settings);
     this.store.onChange(this.order.apply);
     this.store.onChange(this.progress.apply);
+    this.store.onChange(this.counts.apply);
   }
 
   /** Whether a commit is of this queue's partition (others are ignored). */

@@ -304,6 +304,22 @@ describe('the CLI', () => {
     expect(bad).toMatchObject({ code: 1, stderr: expect.stringContaining('error invalid_request') });
   });
 
+  test('explain says which limit held a job while it waited', async () => {
+    const queue = uniqueQueue('cli-explain');
+    ok(await request(nc, 'queue.set', { queue, key_concurrency: 1, create: true }));
+    const [first, second] = await submitMany(queue, 2, { concurrency_key: 'tenant-7' });
+    const [claimed] = await claim(nc, queue, { max: 2 });
+    expect(claimed!.job_id).toBe(first);
+    // An event while the second waits: the hold is read off the log at each event's time.
+    await submitMany(queue, 1);
+    await complete(nc, queue, claimed!);
+    expect((await claim(nc, queue, { max: 1, wait_ms: 5_000 }))[0]!.job_id).toBe(second);
+    const explained = await docket(['explain', second!]);
+    expect(explained.stdout).toContain('held by key_concurrency (key tenant-7: 1 running at once reached)');
+    const json = JSON.parse((await docket(['explain', second!, '--json'])).stdout) as { holds: { reason: string }[] };
+    expect(json.holds.map((h) => h.reason)).toEqual(['key_concurrency']);
+  });
+
   test('run-direct runs one job ahead of the queue, fails it by the exit code and releases the queue', async () => {
     const queue = uniqueQueue('cli-direct');
     await submitMany(queue, 1);
