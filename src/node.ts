@@ -34,7 +34,8 @@ import { randomIds, type IdSource } from './ids.js';
 import { silentLogger, type Logger } from './logger.js';
 import { connectNats, watchConnection } from './nats/connection.js';
 import { ensureStream } from './nats/streams.js';
-import { STREAM, toNodeToken } from './nats/subjects.js';
+import { STREAM, SYS_LEASE, toNodeToken } from './nats/subjects.js';
+import type { SysReactor } from './reactors/sys-reactor.js';
 import { KeyIndex } from './projections/key-index.js';
 import { Progress } from './projections/progress.js';
 import { QueueIndex } from './projections/queue-index.js';
@@ -205,8 +206,11 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   // A queue with no live job, no parked claim and nothing in its writer needs no leader.
+  /** The sys partition leader's reactors (schedule ticks, ...). */
+  const sysReactors: SysReactor[] = [];
   // An active reservation needs its leader too: someone must expire it.
   const isIdle = (queue: string): boolean => {
+    if (queue === SYS_LEASE) return writers.idle(queue) && !sysReactors.some((reactor) => reactor.needsLeader());
     const { pending, reserved } = progress.of(queue);
     return pending + reserved === 0 && (dispatchers.get(queue)?.parked ?? 0) === 0 && writers.idle(queue) && aggregates.stateOf('reservation', queue).value !== 'active';
   };
@@ -312,6 +316,15 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   });
   undo.push(() => writers.stopAll('this node is stopping'));
   leadership.onChange((queue, leading) => {
+    if (queue === SYS_LEASE) {
+      // The sys partition: templates, schedules, groups. Its reactors run once it is folded to its tip.
+      if (leading) writers.start(queue, leadership.epochOf(queue), () => sysReactors.forEach((reactor) => reactor.adopt()));
+      else {
+        writers.stop(queue, 'this node no longer leads the sys partition');
+        sysReactors.forEach((reactor) => reactor.drop());
+      }
+      return;
+    }
     if (leading) {
       // Claims are taken at once; they are decided once the writer serves.
       if (!dispatchers.has(queue)) dispatchers.set(queue, new QueueDispatcher(queue, context, queueOrder, clock, root.child({ component: 'dispatcher', queue }), () => replyBudget(nc), new FlowGate(queue, aggregates, flowCounts)));
@@ -334,9 +347,9 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   });
   for (const queue of queueIndex.queues()) leadership.watch(queue);
   // A reserved queue without jobs still needs a leader to expire its reservation.
-  for (const record of aggregates.values()) if (record.queue !== null) leadership.watch(record.queue);
+  for (const record of aggregates.values()) leadership.watch(record.queue ?? SYS_LEASE);
   aggregates.onChange(({ before, after }) => {
-    if (before === undefined && after.queue !== null) leadership.watch(after.queue);
+    if (before === undefined) leadership.watch(after.queue ?? SYS_LEASE);
   });
   store.onChange((change) => {
     if (change.before === undefined) leadership.watch(change.after.queue);

@@ -121,7 +121,7 @@ export class PartitionRouter {
   }
 
   private async serve(msg: Msg): Promise<void> {
-    const queue = msg.subject.slice(msg.subject.lastIndexOf('.') + 1);
+    const queue = subjects.forwardedLease(this.leadership.node, msg.subject);
     let reply: Record<string, unknown>;
     try {
       if (!this.leadership.isLeader(queue)) throw new UnavailableError(`this node does not lead ${queue}; retry`);

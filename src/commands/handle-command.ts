@@ -14,6 +14,7 @@ import type { KeyIndex } from '../projections/key-index.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
 import { historyOf, holdsEvent, isSubmitOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import type { LogTail } from '../store/log-tail.js';
+import { SYS_LEASE } from '../nats/subjects.js';
 import type { AggregateRecord, AggregateStore } from '../store/aggregate-store.js';
 
 export interface CommandContext {
@@ -27,7 +28,7 @@ export interface CommandContext {
   /** This node's name, written into every event's meta. */
   readonly node: string;
   /**
-   * The writer of a queue's partition, once it may decide (folded to the partition's tip).
+   * The writer of a queue's partition (or, for SYS_LEASE, of `sys`), once it may decide (folded to the partition's tip).
    * Rejects with UnavailableError on a node that does not lead the queue: commands reach the
    * leader first (src/cluster/partition-router.ts).
    */
@@ -195,16 +196,29 @@ export async function transitionJob(
 
 type AggregateEventOf<T extends AggregateEvent['type']> = Extract<AggregateEvent, { type: T }>;
 
-/** Builds an event of a queue-partition aggregate (queue, reservation) stamped with the node's clock. */
+/** A non-job aggregate: its kind, id, and its queue (none for a `sys` aggregate: templates, schedules, groups). */
+export interface AggregateRef<K extends AggregateEvent['aggregate']['kind'] = AggregateEvent['aggregate']['kind']> {
+  readonly kind: K;
+  readonly id: string;
+  readonly queue?: string;
+}
+
+/** The leadership lease (and writer) of an aggregate's partition: its queue, or the sys partition's. */
+export function leaseOf(ref: AggregateRef): string {
+  return ref.queue ?? SYS_LEASE;
+}
+
+/** Builds an event of a non-job aggregate stamped with the node's clock. */
 export function aggregateEnvelope<T extends AggregateEvent['type']>(
   ctx: Pick<CommandContext, 'node' | 'clock'>,
   type: T,
-  ref: { readonly kind: AggregateEventOf<T>['aggregate']['kind']; readonly id: string; readonly queue: string },
+  ref: AggregateRef<AggregateEventOf<T>['aggregate']['kind']>,
   id: string,
   data: AggregateEventOf<T>['data'],
   meta: Omit<EventMeta, 'node'> = {},
 ): AggregateEventOf<T> {
-  return { id, type, time: toIso(ctx.clock.now()), aggregate: { kind: ref.kind, id: ref.id }, queue: ref.queue, data, meta: { ...meta, node: ctx.node } } as AggregateEventOf<T>;
+  const event = { id, type, time: toIso(ctx.clock.now()), aggregate: { kind: ref.kind, id: ref.id }, data, meta: { ...meta, node: ctx.node } };
+  return (ref.queue === undefined ? event : { ...event, queue: ref.queue }) as unknown as AggregateEventOf<T>;
 }
 
 export interface AggregateTransitioned<C> {
@@ -222,12 +236,12 @@ export interface AggregateTransitioned<C> {
  */
 export async function transitionAggregate<C>(
   ctx: CommandContext,
-  ref: { readonly kind: AggregateEvent['aggregate']['kind']; readonly id: string; readonly queue: string },
+  ref: AggregateRef,
   commandId: string | undefined,
   build: (state: FoldState<C>, eventId: string) => AggregateEvent,
 ): Promise<AggregateTransitioned<C>> {
   const eventId = commandId === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(commandId, `${ref.kind}-${ref.id}`);
-  const writer = await ctx.writer(ref.queue);
+  const writer = await ctx.writer(leaseOf(ref));
   while (writer.isBusy(ref.id, ref.kind)) await writer.settled(ref.id, ref.kind);
   const before = ctx.aggregates.get<C>(ref.kind, ref.id);
   const candidate = build(ctx.aggregates.stateOf<C>(ref.kind, ref.id), eventId);

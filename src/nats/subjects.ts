@@ -7,6 +7,17 @@ export const STREAM = 'DOCKET';
 export const LOG_SUBJECTS = 'docket.log.>';
 /** The partition of aggregates that span queues (templates, schedules, groups). */
 export const SYS_PARTITION = 'sys';
+/**
+ * The name the `sys` partition's leadership lease and forwarded writes go by: a queue name can
+ * hold no '.', so no queue (not even one called `sys`) can take it.
+ */
+export const SYS_LEASE = 'sys.partition';
+
+/** The partition a leadership lease names: `sys` for SYS_LEASE, else the queue's `q.<queue>`. */
+export function partitionOfLease(name: string): string {
+  return name === SYS_LEASE ? SYS_PARTITION : queuePartition(name);
+}
+
 /** Commands are served by a queue group so that each request is answered by one node. */
 export const COMMAND_QUEUE_GROUP = 'docket';
 export const COMMAND_PREFIX = 'docket.cmd';
@@ -79,15 +90,19 @@ export const subjects = {
     assertToken(node);
     return `docket.leader.${node}.>`;
   },
-  /** A command forwarded to a queue's leader (the node's private subject for its partitions). */
-  forwarded(node: string, queue: string): string {
+  /** A command forwarded to a partition's leader (the node's private subject for its partitions): a queue, or SYS_LEASE. */
+  forwarded(node: string, lease: string): string {
     assertToken(node);
-    assertQueue(queue);
-    return `docket.forward.${node}.${queue}`;
+    if (lease !== SYS_LEASE) assertQueue(lease);
+    return `docket.forward.${node}.${lease}`;
   },
   forwardedInbox(node: string): string {
     assertToken(node);
-    return `docket.forward.${node}.*`;
+    return `docket.forward.${node}.>`;
+  },
+  /** The lease a forwarded subject names (what follows `docket.forward.<node>.`). */
+  forwardedLease(node: string, subject: string): string {
+    return subject.slice(`docket.forward.${node}.`.length);
   },
 };
 

@@ -9,7 +9,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { positionOf } from '../../machines/index.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { queuePartition, subjects } from '../nats/subjects.js';
+import { partitionOfLease, subjects } from '../nats/subjects.js';
 import type { EventStore } from './event-store.js';
 import type { EventFolder } from './kernel.js';
 import type { LogTail } from './log-tail.js';
@@ -80,7 +80,7 @@ export class PartitionWriters {
 
   private async openWriter(queue: string, epoch: number): Promise<PartitionWriter> {
     const { appendNc, events, jsm, node, tail, log } = this.options;
-    const partition = queuePartition(queue);
+    const partition = partitionOfLease(queue);
     const tip = await readPartitionTip(jsm, partition);
     return new PartitionWriter(appendNc, events, {
       partition,

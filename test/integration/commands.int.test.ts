@@ -419,6 +419,8 @@ describe('get, list, progress', () => {
       ignore: 0,
       cancelled: 2,
       total: 5,
+      // Nothing holds it (flow control).
+      flow: { status: 'active', held: null, waiting_by_reason: {} },
     };
     expect(await client.progress(queue)).toEqual([expected]);
     expect((await client.progress()).find((p) => p.queue === queue)).toEqual(expected);
