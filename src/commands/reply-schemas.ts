@@ -10,7 +10,7 @@
  * may gain fields in a later version, and a client should ignore the ones it does not know.
  */
 import { z } from 'zod';
-import { JOB_STATUSES, Priority } from '../../machines/index.js';
+import { JOB_STATUSES, Priority, SHOWN_JOB_STATUSES } from '../../machines/index.js';
 import { ErrorCodes } from '../errors.js';
 import type { JsonSchema } from './json-schemas.js';
 
@@ -79,7 +79,11 @@ export const replyOkSchemas = {
   ]),
   cancel: ok({ job_id: jobId, status }),
   get: ok({
-    job: jobSummarySchema.extend({ params: z.record(z.string(), z.unknown()), backoff: z.record(z.string(), z.unknown()) }),
+    job: jobSummarySchema.extend({
+      status: z.enum(SHOWN_JOB_STATUSES).describe('Its state; removed: it left every view (job.removed), only get shows it.'),
+      params: z.record(z.string(), z.unknown()),
+      backoff: z.record(z.string(), z.unknown()),
+    }),
     run: z
       .looseObject({
         status: z.string().describe('running, succeeded or failed (its run machine state).'),

@@ -7,7 +7,13 @@
 import { JOB_STATUSES, type JobStatus } from '../../machines/index.js';
 import type { JobChange } from '../store/job-store.js';
 
-export type StatusCounts = Record<Exclude<JobStatus, 'new'>, number>;
+/** Counts of the statuses in the views: a removed job (`job.removed`) is counted nowhere. */
+export type StatusCounts = Record<Exclude<JobStatus, 'new' | 'removed'>, number>;
+
+/** Whether a status is counted: `new` is not yet a job, `removed` has left the views. */
+function counted(status: JobStatus | undefined): status is keyof StatusCounts {
+  return status !== undefined && status !== 'new' && status !== 'removed';
+}
 
 export interface QueueProgress {
   readonly queue: string;
@@ -47,8 +53,8 @@ export class Progress {
     const before = change.before?.state.job.value;
     const after = change.after.state.job.value;
     if (before === after) return;
-    if (before !== undefined && before !== 'new') counts[before] -= 1;
-    if (after !== 'new') counts[after] += 1;
+    if (counted(before)) counts[before] -= 1;
+    if (counted(after)) counts[after] += 1;
   };
 
   /** The queue's counts; `delayed`, when given, goes in after `pending`. */
