@@ -23,6 +23,8 @@ const LIVE = ['waiting', 'queued', 'running'] as const satisfies readonly JobSta
 const TERMINAL = ['succeeded', 'failed', 'cancelled', 'skipped', 'ignored'] as const satisfies readonly JobStatus[];
 export const LIVE_JOB_STATUSES: readonly JobStatus[] = LIVE;
 export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = TERMINAL;
+/** The terminal statuses as a literal tuple (for validators such as clean's `status`). */
+export const TERMINAL_STATUS_NAMES = TERMINAL;
 /**
  * Every status a job in the views can be in (all but `new` and `removed`), in lifecycle order:
  * what progress counts and list filters on. A removed job has left the views (its log stays).

@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { systemClock, type Clock } from './clock.js';
+import { registerBulkCommands } from './commands/bulk-commands.js';
 import { CommandService } from './commands/command-service.js';
 import { findJob, type CommandContext } from './commands/handle-command.js';
 import { cancelJob, moveJob, promoteJob, retryJob } from './commands/job-commands.js';
@@ -211,6 +212,13 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   commands.register('get', (body) => getJob(queries, validate(getSchema, body)));
   commands.register('list', (body) => listJobs(queries, validate(listSchema, body)));
   commands.register('progress', (body) => progressOf(queries, validate(progressSchema, body)));
+  registerBulkCommands({
+    deps: { context, queueIndex, queueOrder, replyBudget: () => replyBudget(nc) },
+    registerOnLeader: (op, operation) => router.register(op, operation),
+    runOnLeader: (queue, op, body) => router.run(queue, op, body),
+    registerCommand: (verb, handler) => commands.register(verb, handler),
+    knowsQueue: (queue) => queueOrder.queues().includes(queue),
+  });
 
   let lastCheckpointSeq = fromSeq - 1;
   let writing: Promise<void> | undefined;

@@ -35,6 +35,9 @@ import {
   retrySchema,
   submitBatchSchema,
   submitOneSchema,
+  retryAllSchema,
+  cancelAllSchema,
+  cleanSchema,
 } from '../../src/commands/schemas.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 300);
@@ -57,6 +60,9 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.retry': (v) => retrySchema.safeParse(v),
   'cmd.move': (v) => moveSchema.safeParse(v),
   'cmd.promote': (v) => promoteSchema.safeParse(v),
+  'cmd.retry_all': (v) => retryAllSchema.safeParse(v),
+  'cmd.cancel_all': (v) => cancelAllSchema.safeParse(v),
+  'cmd.clean': (v) => cleanSchema.safeParse(v),
   'work.claim': (v) => claimSchema.safeParse(v),
   'work.heartbeat': (v) => heartbeatSchema.safeParse(v),
   'work.complete': (v) => (v !== null && typeof v === 'object' && 'runs' in v ? completeBatchSchema.safeParse(v) : completeSchema.safeParse(v)),
@@ -135,6 +141,15 @@ function arbs(mode: Mode) {
       .record({ id: commandId, job_id: idToken, priority: int(0, 255), before: idToken, after: idToken }, required('job_id'))
       // A valid move names a priority or one neighbour, never both neighbours.
       .map((m) => (mode === 'valid' ? ('before' in m ? (({ after: _, ...rest }) => rest)(m) : 'after' in m || 'priority' in m ? m : { ...m, priority: 1 }) : m)),
+    'cmd.retry_all': fc.record({ id: commandId, queue, since: runAt, dry_run: pick(fc.boolean(), fc.constant('yes')) }, required('queue')),
+    'cmd.cancel_all': fc.record(
+      { id: commandId, queue, status: pick(fc.constantFrom('queued', 'waiting', 'delayed'), fc.constantFrom('running', 'failed', 'bogus')), reason: text(0, 1000), dry_run: pick(fc.boolean(), fc.constant(1)) },
+      required('queue', 'status'),
+    ),
+    'cmd.clean': fc.record(
+      { id: commandId, queue, older_than_ms: int(0, Number.MAX_SAFE_INTEGER), status: pick(fc.constantFrom('succeeded', 'failed', 'cancelled', 'skipped', 'ignored'), fc.constantFrom('queued', 'running', 'removed')), dry_run: pick(fc.boolean(), fc.constant('no')) },
+      required('queue', 'older_than_ms', 'status'),
+    ),
     'work.claim': fc.record({ ...claimFields, wait_ms: int(0, 60_000) }, required('worker')),
     'work.heartbeat': fc.record({ worker: text(0, 200), run_ids: fc.array(idToken, { maxLength: 4 }), progress: fc.dictionary(fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/), anyJson, { maxKeys: 3 }) }, required('run_ids')),
     'work.complete': fc.oneof(
