@@ -24,7 +24,7 @@ interface SubmitFlags extends CommonFlags {
 }
 
 /** The states a job does not leave. */
-const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'skipped', 'ignored']);
+const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'skipped', 'ignored', 'removed']);
 /** `submit --wait` asks for the job this often at first, then doubling up to the maximum. */
 const WAIT_POLL_FIRST_MS = 50;
 const WAIT_POLL_MAX_MS = 1_000;
