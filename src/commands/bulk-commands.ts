@@ -147,7 +147,7 @@ function plan(deps: BulkDeps, command: BulkCommand, meta: CommandMeta): Planned[
 }
 
 /** The ids that fit one reply (each a JSON string and its comma), with `truncated` when cut. */
-function boundedIds(jobIds: readonly string[], budgetBytes: number): { job_ids: string[]; truncated?: true } {
+export function boundedIds(jobIds: readonly string[], budgetBytes: number): { job_ids: string[]; truncated?: true } {
   // Room for the rest of the reply: count, flags, an error body.
   let left = budgetBytes - 2048;
   const kept: string[] = [];

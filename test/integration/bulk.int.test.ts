@@ -17,6 +17,8 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { ManualClock, toIso } from '../../src/clock.js';
+import { envelope, transitionJob } from '../../src/commands/handle-command.js';
+import { DocketError } from '../../src/errors.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { claim, complete, fail, untilRetryOf } from '../support/worker-helpers.js';
@@ -304,6 +306,42 @@ describe('clean', () => {
     } finally {
       await restored.close();
     }
+  });
+});
+
+describe('job.removed of a job not yet run (the generic event job sets build on)', () => {
+  /** Appends job.removed through the write door, on the node that leads the queue. */
+  function remove(jobId: string, reason: 'stale' | 'orphan' | 'deleted' | 'completed') {
+    return transitionJob(node.context, jobId, undefined, (record, eventId) => envelope(node.context, 'job.removed', record, eventId, { reason }));
+  }
+
+  test('a queued keyed job and a delayed job leave the queue order, progress, list and the key index; a running job is refused', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const keyed = await submit(queue, { key: { subject_id: 1 } });
+    const delayed = await submit(queue, { delay_ms: 60_000 });
+    const other = await submit(queue);
+    expect(node.queueOrder.snapshot(queue).ready).toEqual([keyed, other]);
+
+    await remove(keyed, 'stale');
+    await remove(delayed, 'orphan');
+    expect(node.queueOrder.snapshot(queue)).toEqual({ ready: [other], delayed: [] });
+    expect(node.queueOrder.depth(queue)).toBe(1);
+    expect(await progressOf(queue)).toMatchObject({ pending: 1, delayed: 0, total: 1 });
+    expect(await listIds(queue)).toEqual([other]);
+    expect((await client.get(keyed)).job).toMatchObject({ status: 'removed', finished_at: toIso(clock.now()) });
+    // Its key is free: a submit of the key creates the key's next job.
+    const again = await client.submit({ queue, key: { subject_id: 1 } });
+    expect(again).toMatchObject({ created: true, status: 'queued' });
+    expect(node.keys.liveJob(queue, '{"subject_id":1}')).toBe(again.job_id);
+
+    // The dispatcher hands out only what is left; a running job cannot be removed.
+    const claimed = await claim(nc, queue, { max: 5 });
+    expect(claimed.map((j) => j.job_id)).toEqual([other, again.job_id]);
+    const refused = await remove(other, 'deleted').then(() => null, (err: unknown) => err);
+    expect(refused).toBeInstanceOf(DocketError);
+    expect(refused).toMatchObject({ code: 'invalid_transition', message: `cannot remove job ${other}: it is running` });
+    // A removed job stays removed: a second removal is refused too.
+    await expect(remove(keyed, 'completed')).rejects.toMatchObject({ code: 'invalid_transition', message: `cannot remove job ${keyed}: it is already removed` });
   });
 });
 
