@@ -135,6 +135,7 @@ export const replyOkSchemas = {
         ignore: z.int().min(0),
         cancelled: z.int().min(0).describe('Cancelled jobs (DataJoint has no such state).').optional(),
         total: z.int().min(0),
+        removed: z.int().min(1).describe('Jobs removed from the views (job.removed): in no count and not in total. Absent when none.').optional(),
       }),
     ),
     truncated: z.literal(true).describe('Cut to fit the max payload.').optional(),

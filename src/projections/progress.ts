@@ -35,6 +35,12 @@ export interface QueueProgress {
   readonly ignore: number;
   readonly cancelled: number;
   readonly total: number;
+  /**
+   * Jobs removed from the views (`job.removed`: cleaned, or dropped by a job set): in no count
+   * and not in `total`. Present when there are any, so a queue whose jobs were all removed is
+   * told apart from one never used.
+   */
+  readonly removed?: number;
 }
 
 function emptyCounts(): StatusCounts {
@@ -43,6 +49,7 @@ function emptyCounts(): StatusCounts {
 
 export class Progress {
   private readonly byQueue = new Map<string, StatusCounts>();
+  private readonly removedByQueue = new Map<string, number>();
 
   readonly apply = (change: JobChange): void => {
     let counts = this.byQueue.get(change.after.queue);
@@ -55,12 +62,14 @@ export class Progress {
     if (before === after) return;
     if (counted(before)) counts[before] -= 1;
     if (counted(after)) counts[after] += 1;
+    if (after === 'removed') this.removedByQueue.set(change.after.queue, (this.removedByQueue.get(change.after.queue) ?? 0) + 1);
   };
 
   /** The queue's counts; `delayed`, when given, goes in after `pending`. */
   of(queue: string, delayed?: number): QueueProgress {
     const counts = { ...(this.byQueue.get(queue) ?? emptyCounts()) };
     const total = Object.values(counts).reduce((a, b) => a + b, 0);
+    const removed = this.removedByQueue.get(queue) ?? 0;
     return {
       queue,
       counts,
@@ -72,6 +81,7 @@ export class Progress {
       ignore: counts.ignored + counts.skipped,
       cancelled: counts.cancelled,
       total,
+      ...(removed === 0 ? {} : { removed }),
     };
   }
 

@@ -248,7 +248,7 @@ describe('clean', () => {
     expect(log.map((e) => e.data)).toEqual([{ reason: 'cleaned' }, { reason: 'cleaned' }, { reason: 'cleaned' }]);
 
     // Gone from progress and list; the others stay.
-    expect(await progressOf(queue)).toMatchObject({ success: 1, pending: 1, total: 2 });
+    expect(await progressOf(queue)).toMatchObject({ success: 1, pending: 1, total: 2, removed: 3 });
     expect((await progressOf(queue)).counts).not.toHaveProperty('removed');
     expect((await listIds(queue)).sort()).toEqual([fresh, queued].sort());
     // get shows it removed, its history with the removal last; its run kept.
@@ -436,7 +436,13 @@ describe('CLI: retry-all, cancel-all, clean', () => {
     expect(tooRecent).toMatchObject({ code: 0, stdout: `nothing to do: no cancelled job of queue ${queue} ended at least 1h ago\n` });
     const cleaned = await docket(['clean', queue, '--status', 'cancelled', '--older-than', '5m', '--yes']);
     expect(cleaned).toMatchObject({ code: 0, stdout: `removed 3 jobs from queue ${queue} (the log keeps them)\n` });
-    expect(await progressOf(queue)).toMatchObject({ cancelled: 0, error: 2, total: 2 });
+    expect(await progressOf(queue)).toMatchObject({ cancelled: 0, error: 2, total: 2, removed: 3 });
+    // Cleaned to nothing, the queue is still one the node knows (not "no queue").
+    expect(await docket(['clean', queue, '--status', 'failed', '--older-than', '0', '--yes'])).toMatchObject({ code: 0, stdout: `removed 2 jobs from queue ${queue} (the log keeps them)\n` });
+    expect(await progressOf(queue)).toMatchObject({ total: 0, removed: 5 });
+    const shown = await docket(['progress', queue]);
+    expect(shown.stdout).not.toMatch(/no queue/);
+    expect(shown.stdout).toContain(queue);
 
     const bad = await docket(['clean', queue, '--status', 'cancelled', '--older-than', 'soon', '--yes']);
     expect(bad.code).toBe(1);
