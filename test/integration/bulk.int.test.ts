@@ -218,6 +218,10 @@ describe('cancel_all', () => {
     const messages = await streamMessages(jsm);
     expect(await bulk('cancel_all', { queue, status: 'queued', id })).toEqual(reply);
     expect(await streamMessages(jsm)).toBe(messages);
+    // Through the SDK the same.
+    expect(await client.cancelAll({ queue, status: 'queued', id })).toEqual(reply);
+    expect(await client.cancelAll({ queue, status: 'queued', dry_run: true })).toMatchObject({ count: 2, dry_run: true });
+    expect(await streamMessages(jsm)).toBe(messages);
     // Each event's id is derived from the command id and its job (a resend finds its own).
     const cancels = (await queueLog(nc, queue)).filter((e) => e.type === 'job.cancelled');
     expect(new Set(cancels.map((e) => e.id)).size).toBe(5);
