@@ -292,6 +292,11 @@ describe('clean', () => {
     expect(Object.values(live.jobs).filter((j) => (j.state as { job: { value: string } }).job.value === 'removed')).toHaveLength(6);
     expect(live.queueIndex[queue]).toHaveLength(1);
 
+    // The log as stored audits clean: every job.removed (and cancel, retry) a legal transition.
+    const audit = await docket(['audit', '--queue', queue, '--json']);
+    expect(audit.code, audit.stderr).toBe(0);
+    expect(JSON.parse(audit.stdout)).toMatchObject({ ok: true, violationCount: 0, jobs: 7 });
+
     const dir = await mkdtemp(join(tmpdir(), 'docket-bulk-'));
     dirs.push(dir);
     const replayed = await startTrackedNode(server, { clock, nodeName: 'bulk-replayed', dataDir: dir });
