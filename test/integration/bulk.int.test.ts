@@ -229,6 +229,28 @@ describe('cancel_all', () => {
   });
 });
 
+describe('a resend after a restart', () => {
+  test('a new node (the log folded again) answers a resent clean and retry_all with the first result and appends nothing', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    await submitMany(queue, 4, { max_attempts: 1 });
+    await runJobs(queue, 2, 'succeed');
+    await runJobs(queue, 2, 'fail');
+    const cleaned = await bulk('clean', { queue, status: 'succeeded', older_than_ms: 0, id: `cl-${queue}` });
+    const retried = await bulk('retry_all', { queue, id: `ra-${queue}` });
+    expect(cleaned.count).toBe(2);
+    expect(retried.count).toBe(2);
+
+    await node.close();
+    node = await startTrackedNode(server, { clock, nodeName: 'bulk-again' });
+    const messages = await streamMessages(jsm);
+    expect(await bulk('clean', { queue, status: 'succeeded', older_than_ms: 0, id: `cl-${queue}` })).toEqual(cleaned);
+    expect(await bulk('retry_all', { queue, id: `ra-${queue}` })).toEqual(retried);
+    expect(await streamMessages(jsm)).toBe(messages);
+    // A reused id on another verb is refused.
+    expect(await request(nc, 'cancel_all', { queue, status: 'queued', id: `ra-${queue}` })).toMatchObject({ ok: false, error: { code: 'conflict' } });
+  });
+});
+
 describe('clean', () => {
   test('removes ended jobs older than the cut from every view; get and explain still show them, removed; the key is free', async ({ task }) => {
     const queue = uniqueQueue(task.name);
