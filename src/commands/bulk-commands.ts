@@ -165,10 +165,11 @@ function replyOf(deps: BulkDeps, jobIds: readonly string[], extra: Partial<BulkR
 }
 
 /**
- * A resend: the events this command id appended to the queue's jobs, in log order, or null when
- * there are none. A scan of the queue's jobs (removed ones too), cheap per job: an event of the
- * command is found by its body's hash first, and only entries of commands with an id are hashed
- * again to see whether they are this id's under another body (a conflict).
+ * A resend: the jobs this command id acted on (for retry_all, the retries it created), in log
+ * order, or null when there are none. A scan of the queue's jobs, removed ones too. Only jobs
+ * and history entries that carry a command's hash (commands sent with an id) are looked at: for
+ * those, the event id this command would have given is derived (one hash per such job) and
+ * compared; a match under another body's hash is a conflict.
  */
 function earlierResult(deps: BulkDeps, queue: string, commandId: string, meta: CommandMeta): string[] | null {
   const found: { jobId: string; at: Position }[] = [];
