@@ -7,8 +7,13 @@ export * from './job.machine.js';
 export * from './job-run.machine.js';
 export * from './job.aggregate.js';
 
-/** Machine versions; a checkpoint written under other versions is dropped and rebuilt from the log. */
-export const MACHINE_VERSIONS = { job: 1, jobRun: 1, queue: 1, reservation: 1 } as const;
+/**
+ * Machine versions; a checkpoint written under other versions is dropped and rebuilt from the log.
+ * job 2: the `removed` state (`job.removed`); the run machine accepts job.removed as a no-op. A
+ * version-1 checkpoint could be kept (it holds no removed job), but an older node must never read
+ * a checkpoint holding one, so both sides drop the other's once.
+ */
+export const MACHINE_VERSIONS = { job: 2, jobRun: 2, queue: 1, reservation: 1 } as const;
 export * from './retry-policy.js';
 export * from './queue.machine.js';
 export * from './reservation.machine.js';

@@ -77,6 +77,7 @@ export function applyRunEvent(context: RunContext, event: JobEvent): RunContext 
     case 'job.released':
     case 'job.moved':
     case 'job.ignored':
+    case 'job.removed':
       return context;
     default: {
       const unhandled: never = event;
@@ -107,7 +108,12 @@ const JOB_ONLY_BEFORE_RUN = {
   'job.cancelled': { target: 'none' },
   'job.ignored': { target: 'none' },
   'job.skipped': { guard: 'namesNoRun', target: 'none' },
+  'job.removed': { target: 'none' },
 } as const;
+
+// A job may leave the views once its run has closed: the run stays as it is (write-once), and
+// the Job machine refuses a removal while the run is open.
+const removedAfterRun = <S extends RunStatus>(state: S) => ({ 'job.removed': { target: state } }) as const;
 
 export const jobRunMachine = setup({
   types: { context: {} as RunContext, events: {} as JobEvent },
@@ -134,8 +140,8 @@ export const jobRunMachine = setup({
       },
     },
     // Write-once: after a run closes only artifacts may be appended (seed 002 INV-002).
-    completed: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'completed', actions: 'apply' } } },
-    failed: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'failed', actions: 'apply' } } },
-    skipped: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'skipped', actions: 'apply' } } },
+    completed: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'completed', actions: 'apply' }, ...removedAfterRun('completed') } },
+    failed: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'failed', actions: 'apply' }, ...removedAfterRun('failed') } },
+    skipped: { description: 'Terminal.', on: { 'job.artifact_added': { guard: 'isCurrentRun', target: 'skipped', actions: 'apply' }, ...removedAfterRun('skipped') } },
   },
 });

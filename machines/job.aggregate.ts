@@ -48,6 +48,7 @@ const VERBS: Record<JobEvent['type'], string> = {
   'job.ignored': 'ignore',
   'job.skipped': 'skip',
   'job.artifact_added': 'add an artifact to',
+  'job.removed': 'remove',
 };
 
 /** The state each event leads to, where "already" is the right word for a repeat. */
@@ -58,6 +59,7 @@ const LEADS_TO: Partial<Record<JobEvent['type'], string>> = {
   'job.succeeded': 'succeeded',
   'job.failed': 'failed',
   'job.claimed': 'running',
+  'job.removed': 'removed',
 };
 
 /** A refusal that speaks of the job, not of events: "cannot cancel job j1: it is already cancelled". */

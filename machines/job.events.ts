@@ -95,6 +95,18 @@ export interface JobSkippedData {
   readonly reason: string | null;
 }
 
+/**
+ * Why a job left the views. `cleaned`: `docket.cmd.clean` dropped an ended job. The others are
+ * job sets' (issue 14): `stale` (superseded by a newer definition), `orphan` (its upstream row is
+ * gone), `deleted` (by hand), `completed` (its set is complete and need not keep it).
+ */
+export const RemovalReasons = ['cleaned', 'stale', 'orphan', 'deleted', 'completed'] as const;
+export type RemovalReason = (typeof RemovalReasons)[number];
+
+export interface JobRemovedData {
+  readonly reason: RemovalReason;
+}
+
 export interface JobMovedData {
   readonly priority: number;
   /** null keeps the position of job.submitted as the position. */
@@ -124,6 +136,7 @@ export type JobCancelledEvent = Envelope<'job.cancelled', JobCancelledData>;
 export type JobIgnoredEvent = Envelope<'job.ignored', JobIgnoredData>;
 export type JobSkippedEvent = Envelope<'job.skipped', JobSkippedData>;
 export type JobArtifactAddedEvent = Envelope<'job.artifact_added', JobArtifactAddedData>;
+export type JobRemovedEvent = Envelope<'job.removed', JobRemovedData>;
 
 export type JobEvent =
   | JobSubmittedEvent
@@ -135,7 +148,8 @@ export type JobEvent =
   | JobCancelledEvent
   | JobIgnoredEvent
   | JobSkippedEvent
-  | JobArtifactAddedEvent;
+  | JobArtifactAddedEvent
+  | JobRemovedEvent;
 
 export type JobEventType = JobEvent['type'];
 
@@ -150,4 +164,5 @@ export const JOB_EVENT_TYPES = [
   'job.ignored',
   'job.skipped',
   'job.artifact_added',
+  'job.removed',
 ] as const satisfies readonly JobEventType[];

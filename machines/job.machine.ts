@@ -16,14 +16,24 @@ export type JobStatus =
   | 'failed'
   | 'cancelled'
   | 'skipped'
-  | 'ignored';
+  | 'ignored'
+  | 'removed';
 
 const LIVE = ['waiting', 'queued', 'running'] as const satisfies readonly JobStatus[];
 const TERMINAL = ['succeeded', 'failed', 'cancelled', 'skipped', 'ignored'] as const satisfies readonly JobStatus[];
 export const LIVE_JOB_STATUSES: readonly JobStatus[] = LIVE;
 export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = TERMINAL;
-/** Every status a submitted job can be in (all but `new`), in lifecycle order. */
+/** The terminal statuses as a literal tuple (for validators such as clean's `status`). */
+export const TERMINAL_STATUS_NAMES = TERMINAL;
+/**
+ * Every status a job in the views can be in (all but `new` and `removed`), in lifecycle order:
+ * what progress counts and list filters on. A removed job has left the views (its log stays).
+ */
 export const JOB_STATUSES = [...LIVE, ...TERMINAL] as const;
+/** A job's status as `get` shows it: any of the above, or `removed`. */
+export const SHOWN_JOB_STATUSES = [...JOB_STATUSES, 'removed'] as const;
+/** The statuses a job may be removed from (`job.removed`): ended, or not yet running. Never running. */
+export const REMOVABLE_JOB_STATUSES = ['waiting', 'queued', ...TERMINAL] as const satisfies readonly JobStatus[];
 
 export function isLiveStatus(status: JobStatus): boolean {
   return LIVE_JOB_STATUSES.includes(status);
@@ -102,6 +112,10 @@ export function applyJobEvent(context: JobContext, event: JobEvent): JobContext 
       return { ...context, finished_at: event.time, end_reason: event.data.reason };
     case 'job.skipped':
       return { ...context, finished_at: event.time, end_reason: event.data.reason };
+    case 'job.removed':
+      // The job's own ending (time, reason) is kept; a job removed before it ended ends here.
+      // Why it was removed is the event's (the history and the log say it).
+      return context.finished_at === null ? { ...context, finished_at: event.time } : context;
     case 'job.released':
     case 'job.claimed':
     case 'job.artifact_added':
@@ -121,6 +135,9 @@ export const jobGuards = {
   /** A job submitted with `waiting` starts in `waiting` until released. */
   startsWaiting: ({ event }: GuardArgs) => event.type === 'job.submitted' && event.data.waiting,
 };
+
+/** A job leaves the views: from a terminal state, or from waiting/queued (never running). */
+const REMOVE = { 'job.removed': { target: 'removed', actions: 'apply' } } as const;
 
 export const jobMachine = setup({
   types: { context: {} as JobContext, events: {} as JobEvent },
@@ -148,6 +165,7 @@ export const jobMachine = setup({
         'job.cancelled': { target: 'cancelled', actions: 'apply' },
         'job.ignored': { target: 'ignored', actions: 'apply' },
         'job.skipped': { target: 'skipped', actions: 'apply' },
+        ...REMOVE,
       },
     },
     queued: {
@@ -158,8 +176,10 @@ export const jobMachine = setup({
         'job.cancelled': { target: 'cancelled', actions: 'apply' },
         'job.ignored': { target: 'ignored', actions: 'apply' },
         'job.skipped': { target: 'skipped', actions: 'apply' },
+        ...REMOVE,
       },
     },
+    // No job.removed: a running job is held by its run; cancel it first.
     running: {
       description: 'Held by exactly one run; params are immutable from here on.',
       on: {
@@ -172,10 +192,14 @@ export const jobMachine = setup({
     },
     // Terminal: a retry is a new job, so nothing returns to `queued`. They are not `final`
     // only because a closed run may still append artifacts (seed 002 INV-002).
-    succeeded: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'succeeded', actions: 'apply' } } },
-    failed: { description: 'Terminal; a retry is a new job with retry_of.', on: { 'job.artifact_added': { target: 'failed', actions: 'apply' } } },
-    cancelled: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'cancelled', actions: 'apply' } } },
-    skipped: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'skipped', actions: 'apply' } } },
-    ignored: { description: 'Terminal: DataJoint ignore, never run.' },
+    succeeded: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'succeeded', actions: 'apply' }, ...REMOVE } },
+    failed: { description: 'Terminal; a retry is a new job with retry_of.', on: { 'job.artifact_added': { target: 'failed', actions: 'apply' }, ...REMOVE } },
+    cancelled: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'cancelled', actions: 'apply' }, ...REMOVE } },
+    skipped: { description: 'Terminal.', on: { 'job.artifact_added': { target: 'skipped', actions: 'apply' }, ...REMOVE } },
+    ignored: { description: 'Terminal: DataJoint ignore, never run.', on: { ...REMOVE } },
+    removed: {
+      type: 'final',
+      description: 'Gone from every view (progress, list, queue order, key index); the log keeps it, get and explain show it. Nothing follows.',
+    },
   },
 });

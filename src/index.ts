@@ -18,7 +18,8 @@ export {
 } from './errors.js';
 export { ManualClock, systemClock, type Clock } from './clock.js';
 export { createLogger, type Logger } from './logger.js';
-export type { JobSpec } from './commands/schemas.js';
+export type { JobSpec, RetryAllCommand, CancelAllCommand, CleanCommand } from './commands/schemas.js';
+export type { BulkReply } from './commands/bulk-commands.js';
 export type { Envelope, JobEvent, JobEventType, JobStatus, RunStatus, Json, JsonObject } from '../machines/index.js';
 export type { QueueView } from './commands/queue-commands.js';
 export type { QueueShow, HoldView } from './commands/flow-queries.js';

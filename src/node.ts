@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { systemClock, type Clock } from './clock.js';
+import { registerBulkCommands } from './commands/bulk-commands.js';
 import { CommandService } from './commands/command-service.js';
 import { findJob, type CommandContext } from './commands/handle-command.js';
 import { cancelJob, moveJob, promoteJob, retryJob } from './commands/job-commands.js';
@@ -259,6 +260,13 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     return router.run(queueOfReservation(command.reservation_id), 'renew', command);
   });
   commands.register('reservations', (body) => listReservations(flowView, validate(reservationsSchema, body)));
+  registerBulkCommands({
+    deps: { context, queueIndex, queueOrder, replyBudget: () => replyBudget(nc) },
+    registerOnLeader: (op, operation) => router.register(op, operation),
+    runOnLeader: (queue, op, body) => router.run(queue, op, body),
+    registerCommand: (verb, handler) => commands.register(verb, handler),
+    knowsQueue: (queue) => queueOrder.queues().includes(queue),
+  });
 
   let lastCheckpointSeq = fromSeq - 1;
   let writing: Promise<void> | undefined;

@@ -6,13 +6,14 @@
  * not later as illegal. Hand-written checks (no schema library): this runs once per event of a
  * million-event audit. Never throws: an undecodable commit or event is a value.
  */
-import { FailureReasons, JOB_EVENT_TYPES, type Commit, type Envelope, type JobEvent } from '../../machines/index.js';
+import { FailureReasons, JOB_EVENT_TYPES, RemovalReasons, type Commit, type Envelope, type JobEvent } from '../../machines/index.js';
 import { decodeCommit, envelopeProblem, UndecodableEventError } from '../nats/codec.js';
 import { parseLogSubject, queueOfPartition } from '../nats/subjects.js';
 import type { RecordedMessage } from './types.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
 const FAILURE_REASONS = new Set<string>(Object.values(FailureReasons));
+const REMOVAL_REASONS = new Set<string>(RemovalReasons);
 
 /** One event of a commit, decoded. `queue` is the queue of the partition the commit is stored in ('' for sys). */
 export type DecodedEvent =
@@ -81,6 +82,8 @@ export function jobDataProblem(type: string, d: Record<string, unknown>): string
       if (!isString(d['run_id'])) return 'data.run_id is not a string';
       if (!isObject(d['artifact']) || !isString(d['artifact']['name'])) return 'data.artifact has no name';
       return null;
+    case 'job.removed':
+      return isString(d['reason']) && REMOVAL_REASONS.has(d['reason']) ? null : 'data.reason is not a removal reason';
     case 'job.released':
     case 'job.cancelled':
     case 'job.ignored':

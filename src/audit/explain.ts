@@ -232,6 +232,11 @@ export class Explainer {
     const holds = [...this.holds].map(([reason, h]) => ({ reason, ...h }));
     for (const h of holds) notes.push(`held by ${h.reason} (${h.detail}) from ${h.from} to ${h.to}`);
     if (t.retry_of !== null) notes.push(`attempt ${t.attempt} of ${t.max_attempts}: a retry of ${t.retry_of}`);
+    const removal = t.status === 'removed' ? t.events.find((e) => e.accepted && e.type === 'job.removed') : undefined;
+    if (removal) {
+      const reason = (removal.data as { reason?: unknown } | null)?.reason;
+      notes.push(`removed (${String(reason)}) at ${removal.time}: gone from progress, list and the queue order; the log keeps its history`);
+    }
     const claimMs = claim ? Date.parse(claim.time) : NaN;
     return {
       job_id: t.job_id,

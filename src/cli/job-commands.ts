@@ -24,7 +24,7 @@ interface SubmitFlags extends CommonFlags {
 }
 
 /** The states a job does not leave. */
-const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'skipped', 'ignored']);
+const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'skipped', 'ignored', 'removed']);
 /** `submit --wait` asks for the job this often at first, then doubling up to the maximum. */
 const WAIT_POLL_FIRST_MS = 50;
 const WAIT_POLL_MAX_MS = 1_000;
@@ -194,12 +194,12 @@ const STATES = JOB_STATUSES;
 
 /**
  * Whether the node has seen a job in the queue. Progress answers a queue it never saw with zeros
- * (`docket.cmd.progress` keeps that for scripts); a queue that has had a job has `total > 0`,
- * since jobs are never removed.
+ * (`docket.cmd.progress` keeps that for scripts); a queue that has had a job has `total > 0`, or
+ * `removed > 0` when all its jobs were removed (`docket clean`).
  */
 async function queueKnown(client: Client, queue: string): Promise<boolean> {
   const [progress] = await client.progress(queue);
-  return progress !== undefined && progress.total > 0;
+  return progress !== undefined && (progress.total > 0 || (progress.removed ?? 0) > 0);
 }
 
 function noQueueLine(queue: string): string {
@@ -212,7 +212,7 @@ async function progressAction(queue: string | undefined, flags: CommonFlags): Pr
     writeJson({ ok: true, queues });
     return 0;
   }
-  if (queue !== undefined && queues.every((q) => q.total === 0)) {
+  if (queue !== undefined && queues.every((q) => q.total === 0 && (q.removed ?? 0) === 0)) {
     writeOut(noQueueLine(queue));
     return 0;
   }

@@ -19,6 +19,8 @@ import type { JobSpec } from '../commands/schemas.js';
 import type { JobSummary, toDetail } from '../commands/queries.js';
 import type { QueueProgress } from '../projections/progress.js';
 import type { SubmitItemReply } from '../commands/submit.js';
+import type { BulkReply } from '../commands/bulk-commands.js';
+import type { CancelAllCommand, CleanCommand, RetryAllCommand } from '../commands/schemas.js';
 
 export interface ClientOptions {
   /** @defaultValue 'nats://127.0.0.1:4222' */
@@ -205,6 +207,26 @@ export class Client {
   async promote(jobId: string, options: { id?: string } = {}): Promise<{ job_id: string; status: string; run_at: string }> {
     const { job_id, status, run_at } = await this.request<{ job_id: string; status: string; run_at: string }>('promote', { job_id: jobId, ...options });
     return { job_id, status, run_at };
+  }
+
+  /**
+   * Bulk actions on a queue, one event per job, on its leader (`dry_run: true` only counts). With
+   * `id` a resend answers the first result. A bulk command on many jobs may take longer than one
+   * request timeout: give the client a `requestTimeoutMs` to suit.
+   */
+  async retryAll(command: RetryAllCommand): Promise<BulkReply> {
+    const { ok: _ok, ...reply } = await this.request<BulkReply & { ok: true }>('retry_all', command);
+    return reply;
+  }
+
+  async cancelAll(command: CancelAllCommand): Promise<BulkReply> {
+    const { ok: _ok, ...reply } = await this.request<BulkReply & { ok: true }>('cancel_all', command);
+    return reply;
+  }
+
+  async clean(command: CleanCommand): Promise<BulkReply> {
+    const { ok: _ok, ...reply } = await this.request<BulkReply & { ok: true }>('clean', command);
+    return reply;
   }
 
   async get(jobId: string): Promise<JobDetail> {

@@ -32,6 +32,9 @@ import {
   progressSchema,
   retrySchema,
   submitBatchSchema,
+  retryAllSchema,
+  cancelAllSchema,
+  cleanSchema,
 } from './schemas.js';
 import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema } from './queue-schemas.js';
 
@@ -143,6 +146,9 @@ export function jsonSchemas(): Record<string, JsonSchema> {
     'cmd.release': request('docket.cmd.release request', 'End a reservation.', generate(releaseSchema)),
     'cmd.renew': request('docket.cmd.renew request', "Push a reservation's expiry to ttl_ms from now.", generate(renewSchema)),
     'cmd.reservations': request('docket.cmd.reservations request', 'The active reservations (of one queue, or all).', generate(reservationsSchema)),
+    'cmd.retry_all': request('docket.cmd.retry_all request', 'Retry every failed job of the queue whose retry chain has no retry yet (failed at or after `since`), one event per job; dry_run answers the count only.', generate(retryAllSchema)),
+    'cmd.cancel_all': request('docket.cmd.cancel_all request', 'Cancel every queued, waiting or delayed job of the queue, one event per job; dry_run answers the count only.', generate(cancelAllSchema)),
+    'cmd.clean': request('docket.cmd.clean request', 'Remove from every view (job.removed, reason cleaned) the jobs of one terminal status that ended at least older_than_ms ago; the log keeps them. dry_run answers the count only.', generate(cleanSchema)),
     'work.claim': request('docket.work.<queue>.claim request', 'Claim up to `max` jobs of the queue.', generate(claimSchema)),
     'work.heartbeat': request('docket.work.<queue>.heartbeat request', 'Extend the leases of these runs; the reply names the runs that lost their job.', generate(heartbeatSchema)),
     'work.complete': request('docket.work.<queue>.complete request', 'A run succeeded, or many runs ended at once ({runs: [...]}, each answered on its own).', { anyOf: [generate(completeSchema), generate(completeBatchSchema)] }),

@@ -10,7 +10,7 @@
  * may gain fields in a later version, and a client should ignore the ones it does not know.
  */
 import { z } from 'zod';
-import { JOB_STATUSES, Priority } from '../../machines/index.js';
+import { JOB_STATUSES, Priority, SHOWN_JOB_STATUSES } from '../../machines/index.js';
 import { ErrorCodes } from '../errors.js';
 import type { JsonSchema } from './json-schemas.js';
 
@@ -69,6 +69,18 @@ export const claimedJobSchema = z.looseObject({
 const submitItem = { job_id: jobId, status, created: z.boolean().describe('false: the key already had a live job, which is returned; nothing was appended.') };
 const nextJobs = { jobs: z.array(claimedJobSchema).describe('The jobs claimed by `next`, when the request carried one.').optional() };
 
+/** A bulk action's answer (src/commands/bulk-commands.ts BulkReply). */
+function bulkReply(ids: string) {
+  return {
+    count: z.int().min(0).describe('Jobs acted on (with dry_run: that would be). A resend with the same command id answers the first send\'s.'),
+    job_ids: z.array(jobId).describe(`${ids} Cut to fit the max payload (then truncated is true).`),
+    truncated: z.literal(true).describe('job_ids holds fewer ids than count.').optional(),
+    dry_run: z.literal(true).describe('Nothing was appended.').optional(),
+    failed: z.int().min(1).describe('Events whose commit failed (the others are stored): send the command again, with a new id, to act on those jobs.').optional(),
+    error: errorBodySchema.describe('Why those commits failed.').optional(),
+  };
+}
+
 /** The answer of each verb when it succeeds (before the error alternative is added). */
 export const replyOkSchemas = {
   submit: z.union([
@@ -79,7 +91,11 @@ export const replyOkSchemas = {
   ]),
   cancel: ok({ job_id: jobId, status }),
   get: ok({
-    job: jobSummarySchema.extend({ params: z.record(z.string(), z.unknown()), backoff: z.record(z.string(), z.unknown()) }),
+    job: jobSummarySchema.extend({
+      status: z.enum(SHOWN_JOB_STATUSES).describe('Its state; removed: it left every view (job.removed), only get shows it.'),
+      params: z.record(z.string(), z.unknown()),
+      backoff: z.record(z.string(), z.unknown()),
+    }),
     run: z
       .looseObject({
         status: z.string().describe('running, succeeded or failed (its run machine state).'),
@@ -129,6 +145,7 @@ export const replyOkSchemas = {
           })
           .describe('Flow control (docket.cmd.progress on a node).')
           .optional(),
+        removed: z.int().min(1).describe('Jobs removed from the views (job.removed): in no count and not in total. Absent when none.').optional(),
       }),
     ),
     truncated: z.literal(true).describe('Cut to fit the max payload.').optional(),
@@ -136,6 +153,9 @@ export const replyOkSchemas = {
   retry: ok({ job_id: jobId, status, created: z.boolean(), retry_of: jobId }),
   move: ok({ job_id: jobId, status, priority: z.int().min(Priority.Min).max(Priority.Max), position: z.number().nullable() }),
   promote: ok({ job_id: jobId, status, run_at: z.string() }),
+  retry_all: ok(bulkReply('The retries created (new jobs), in the order created.')),
+  cancel_all: ok(bulkReply('The jobs cancelled, in submit order.')),
+  clean: ok(bulkReply('The jobs removed, in submit order.')),
   claim: ok({ jobs: z.array(claimedJobSchema).describe('In queue order; empty when none was ready.') }),
   heartbeat: ok({ lost: z.array(z.string()).describe('The run ids that no longer hold their job: stop them.') }),
   complete: z.union([
@@ -165,6 +185,9 @@ const SUBJECTS: Record<ReplyVerb, string> = {
   retry: 'docket.cmd.retry',
   move: 'docket.cmd.move',
   promote: 'docket.cmd.promote',
+  retry_all: 'docket.cmd.retry_all',
+  cancel_all: 'docket.cmd.cancel_all',
+  clean: 'docket.cmd.clean',
   claim: 'docket.work.<queue>.claim',
   heartbeat: 'docket.work.<queue>.heartbeat',
   complete: 'docket.work.<queue>.complete',

@@ -4,7 +4,7 @@
  * `npm run schemas` (src/commands/json-schemas.ts); a test keeps them current.
  */
 import { z } from 'zod';
-import { JOB_STATUSES, Priority, type JsonObject } from '../../machines/index.js';
+import { JOB_STATUSES, Priority, TERMINAL_STATUS_NAMES, type JsonObject } from '../../machines/index.js';
 import { ID_TOKEN, QUEUE_NAME } from '../nats/subjects.js';
 import { Limits } from './limits.js';
 
@@ -205,3 +205,36 @@ export type FailItem = Omit<FailCommand, 'next'>;
 export type RetryCommand = z.infer<typeof retrySchema>;
 export type PromoteCommand = z.infer<typeof promoteSchema>;
 export type MoveCommand = z.infer<typeof moveSchema>;
+
+// Bulk actions on a queue (src/commands/bulk-commands.ts): one command, one event per affected job.
+/** Asks for the count (and ids) of the jobs the command would touch, appending nothing. */
+const dryRun = z.boolean().describe('true: answer the count of the jobs it would touch and append nothing').optional();
+export const retryAllSchema = z
+  .object({
+    id: commandId.optional(),
+    queue: queueName,
+    since: z.iso.datetime({ offset: true }).describe('only jobs that failed at or after this time').optional(),
+    dry_run: dryRun,
+  })
+  .strict();
+export const cancelAllSchema = z
+  .object({
+    id: commandId.optional(),
+    queue: queueName,
+    status: z.enum(['queued', 'waiting', 'delayed']).describe('queued: every queued job (the delayed ones too); delayed: queued with its run_at not yet come'),
+    reason: z.string().max(1000).optional(),
+    dry_run: dryRun,
+  })
+  .strict();
+export const cleanSchema = z
+  .object({
+    id: commandId.optional(),
+    queue: queueName,
+    older_than_ms: z.number().int().min(0).describe('jobs that ended at least this long ago (by the node clock)'),
+    status: z.enum(TERMINAL_STATUS_NAMES),
+    dry_run: dryRun,
+  })
+  .strict();
+export type RetryAllCommand = z.infer<typeof retryAllSchema>;
+export type CancelAllCommand = z.infer<typeof cancelAllSchema>;
+export type CleanCommand = z.infer<typeof cleanSchema>;

@@ -12,7 +12,7 @@
  * a consumer refuse the log); the test also checks that no field the node writes is undocumented.
  */
 import { z } from 'zod';
-import { AGGREGATE_KINDS, COMMIT_VERSION, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
+import { AGGREGATE_KINDS, COMMIT_VERSION, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, RemovalReasons, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
 import type { JsonSchema } from '../commands/json-schemas.js';
 import { Limits } from '../commands/limits.js';
 import { ID_TOKEN, QUEUE_NAME } from './subjects.js';
@@ -102,6 +102,11 @@ export const jobEventDataSchemas = {
       meta: jsonObject('The metadata').describe(`The metadata: a JSON object ${DEPTH_NOTE}. ${byteNote('It is', Limits.MaxArtifactMetaBytes)}`).optional(),
     }),
   }),
+  'job.removed': z
+    .looseObject({
+      reason: z.enum(RemovalReasons).describe('cleaned (docket.cmd.clean), or a job set\'s stale, orphan, deleted or completed.'),
+    })
+    .describe('The job left every view (progress, list, queue order, key index: its key is free); the log keeps it. From waiting, queued or an ended state; never from running.'),
 } as const satisfies Record<JobEventType, z.ZodType>;
 
 // ---------------------------------------------------------------------------------------------

@@ -7,7 +7,13 @@
 import { JOB_STATUSES, type JobStatus } from '../../machines/index.js';
 import type { JobChange } from '../store/job-store.js';
 
-export type StatusCounts = Record<Exclude<JobStatus, 'new'>, number>;
+/** Counts of the statuses in the views: a removed job (`job.removed`) is counted nowhere. */
+export type StatusCounts = Record<Exclude<JobStatus, 'new' | 'removed'>, number>;
+
+/** Whether a status is counted: `new` is not yet a job, `removed` has left the views. */
+function counted(status: JobStatus | undefined): status is keyof StatusCounts {
+  return status !== undefined && status !== 'new' && status !== 'removed';
+}
 
 export interface QueueProgress {
   readonly queue: string;
@@ -31,6 +37,12 @@ export interface QueueProgress {
   readonly total: number;
   /** Flow control, in `docket.cmd.progress` replies: paused or active, what holds the queue, held ready jobs by reason. */
   readonly flow?: Record<string, unknown>;
+  /**
+   * Jobs removed from the views (`job.removed`: cleaned, or dropped by a job set): in no count
+   * and not in `total`. Present when there are any, so a queue whose jobs were all removed is
+   * told apart from one never used.
+   */
+  readonly removed?: number;
 }
 
 function emptyCounts(): StatusCounts {
@@ -39,6 +51,7 @@ function emptyCounts(): StatusCounts {
 
 export class Progress {
   private readonly byQueue = new Map<string, StatusCounts>();
+  private readonly removedByQueue = new Map<string, number>();
 
   readonly apply = (change: JobChange): void => {
     let counts = this.byQueue.get(change.after.queue);
@@ -49,14 +62,16 @@ export class Progress {
     const before = change.before?.state.job.value;
     const after = change.after.state.job.value;
     if (before === after) return;
-    if (before !== undefined && before !== 'new') counts[before] -= 1;
-    if (after !== 'new') counts[after] += 1;
+    if (counted(before)) counts[before] -= 1;
+    if (counted(after)) counts[after] += 1;
+    if (after === 'removed') this.removedByQueue.set(change.after.queue, (this.removedByQueue.get(change.after.queue) ?? 0) + 1);
   };
 
   /** The queue's counts; `delayed`, when given, goes in after `pending`. */
   of(queue: string, delayed?: number): QueueProgress {
     const counts = { ...(this.byQueue.get(queue) ?? emptyCounts()) };
     const total = Object.values(counts).reduce((a, b) => a + b, 0);
+    const removed = this.removedByQueue.get(queue) ?? 0;
     return {
       queue,
       counts,
@@ -68,6 +83,7 @@ export class Progress {
       ignore: counts.ignored + counts.skipped,
       cancelled: counts.cancelled,
       total,
+      ...(removed === 0 ? {} : { removed }),
     };
   }
 

@@ -1,20 +1,34 @@
 /** Every job of each queue in submit order (stream sequence), for `list` with a cursor. */
 import type { JobChange } from '../store/job-store.js';
 
-/** Two parallel arrays rather than an object per job: this index holds every job ever submitted. */
+/**
+ * Two parallel arrays rather than an object per job: this index holds every job ever submitted
+ * and not removed. A removed job (`job.removed`) leaves a hole (an empty id) that readers skip;
+ * the arrays are compacted once holes are half of them, so removing many jobs stays O(1) each
+ * on average rather than a splice of the whole array per job.
+ */
 interface QueueJobs {
-  readonly seqs: number[];
-  readonly jobIds: string[];
+  seqs: number[];
+  jobIds: string[];
+  holes: number;
 }
+
+/** Holes are compacted away once they are this share of a queue's entries (and at least `MIN_HOLES`). */
+const COMPACT_RATIO = 0.5;
+const MIN_HOLES = 1_024;
 
 export class QueueIndex {
   private readonly byQueue = new Map<string, QueueJobs>();
 
   readonly apply = (change: JobChange): void => {
+    if (change.after.state.job.value === 'removed') {
+      if (change.before !== undefined && change.before.state.job.value !== 'removed') this.remove(change.after.queue, change.after.jobId, change.after.submitSeq);
+      return;
+    }
     if (change.before !== undefined) return;
     let list = this.byQueue.get(change.after.queue);
     if (!list) {
-      list = { seqs: [], jobIds: [] };
+      list = { seqs: [], jobIds: [], holes: 0 };
       this.byQueue.set(change.after.queue, list);
     }
     const seq = change.after.submitSeq;
@@ -30,10 +44,8 @@ export class QueueIndex {
     }
   };
 
-  /** Jobs of the queue with submit sequence above `afterSeq`, in order. */
-  *after(queue: string, afterSeq: number): Generator<{ seq: number; jobId: string }> {
-    const list = this.byQueue.get(queue);
-    if (!list) return;
+  /** The first index whose submit sequence is above `afterSeq`. */
+  private static firstAfter(list: QueueJobs, afterSeq: number): number {
     let lo = 0;
     let hi = list.seqs.length;
     while (lo < hi) {
@@ -41,7 +53,38 @@ export class QueueIndex {
       if (list.seqs[mid]! <= afterSeq) lo = mid + 1;
       else hi = mid;
     }
-    for (let i = lo; i < list.seqs.length; i++) yield { seq: list.seqs[i]!, jobId: list.jobIds[i]! };
+    return lo;
+  }
+
+  private remove(queue: string, jobId: string, submitSeq: number): void {
+    const list = this.byQueue.get(queue);
+    if (!list) return;
+    const i = QueueIndex.firstAfter(list, submitSeq - 1);
+    if (list.seqs[i] !== submitSeq || list.jobIds[i] !== jobId) return;
+    list.jobIds[i] = '';
+    list.holes += 1;
+    if (list.holes >= MIN_HOLES && list.holes >= list.seqs.length * COMPACT_RATIO) {
+      const seqs: number[] = [];
+      const jobIds: string[] = [];
+      for (let k = 0; k < list.seqs.length; k++) {
+        if (list.jobIds[k] === '') continue;
+        seqs.push(list.seqs[k]!);
+        jobIds.push(list.jobIds[k]!);
+      }
+      list.seqs = seqs;
+      list.jobIds = jobIds;
+      list.holes = 0;
+    }
+  }
+
+  /** Jobs of the queue with submit sequence above `afterSeq`, in order (removed jobs left out). */
+  *after(queue: string, afterSeq: number): Generator<{ seq: number; jobId: string }> {
+    const list = this.byQueue.get(queue);
+    if (!list) return;
+    for (let i = QueueIndex.firstAfter(list, afterSeq); i < list.seqs.length; i++) {
+      const jobId = list.jobIds[i]!;
+      if (jobId !== '') yield { seq: list.seqs[i]!, jobId };
+    }
   }
 
   /** Whether any job was ever submitted to the queue. */

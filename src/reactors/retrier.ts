@@ -7,9 +7,9 @@
  * retrier looks at every failed job of the queue and creates the missing retries (DESIGN's
  * recovery matrix), idempotently.
  */
-import { backoffDelayMs, shouldRetry } from '../../machines/index.js';
+import { backoffDelayMs, shouldRetry, type JobEvent } from '../../machines/index.js';
 import { toIso } from '../clock.js';
-import { createJob, envelope, type CommandContext, type Created } from '../commands/handle-command.js';
+import { createJob, envelope, type CommandContext, type CommandMeta, type Created } from '../commands/handle-command.js';
 import { InvalidTransitionError } from '../errors.js';
 import { canonicalJson, eventIdFor, keyedJobId, retryJobId } from '../ids.js';
 import type { Logger } from '../logger.js';
@@ -41,8 +41,25 @@ function superseded(ctx: CommandContext, failed: JobRecord): JobRecord | undefin
   return latest !== undefined && latest !== failed.jobId ? ctx.store.get(latest) : undefined;
 }
 
-/** Creates the retry of a failed (or, by hand, cancelled) job. Idempotent by its derived id. */
-export async function createRetry(ctx: CommandContext, failed: JobRecord, options: { manual: boolean }): Promise<Created> {
+/** What a retry of a job comes to: its retry exists already, or the job.submitted to append. */
+export type RetryPlan =
+  | { readonly kind: 'exists'; readonly record: JobRecord }
+  | { readonly kind: 'submit'; readonly event: Extract<JobEvent, { type: 'job.submitted' }> };
+
+export interface RetryOptions {
+  /** By hand (`docket retry`, `retry_all`): a cancelled job too, due now, the chain's budget extended by one. */
+  readonly manual: boolean;
+  /** The submit's event id for the retry's id, and its meta, for a command that carries its own (retry_all); else derived from the job. */
+  readonly eventIdFor?: (retryId: string) => string;
+  readonly meta?: CommandMeta;
+}
+
+/**
+ * The decision of a retry of a failed (or, by hand, cancelled) job, on the state as it is now
+ * (synchronous: a caller deciding many at once hands them to the writer without an await
+ * between). Throws InvalidTransitionError when the job cannot be retried.
+ */
+export function planRetry(ctx: CommandContext, failed: JobRecord, options: RetryOptions): RetryPlan {
   const job = failed.state.job.context;
   const status = failed.state.job.value;
   if (status !== 'failed' && !(options.manual && status === 'cancelled')) {
@@ -50,7 +67,7 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
   }
   const next = superseded(ctx, failed);
   if (next) {
-    if (next.state.job.context.retry_of === failed.jobId) return { record: next, created: false };
+    if (next.state.job.context.retry_of === failed.jobId) return { kind: 'exists', record: next };
     throw new InvalidTransitionError(`job ${failed.jobId} is superseded by job ${next.jobId} of the same key`, { details: { job_id: next.jobId } });
   }
   const attempt = job.attempt + 1;
@@ -59,7 +76,8 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
   const runAtMs = options.manual ? ctx.clock.now() : finishedMs + backoffDelayMs(job.backoff, job.attempt, failed.jobId);
   // The automatic and the manual retry are different commands: a manual retry of a job whose
   // automatic retry exists finds that job (created:false) rather than claiming it as its own.
-  const event = envelope(ctx, 'job.submitted', { queue: failed.queue, jobId: retryId }, eventIdFor(`${options.manual ? 'manual-retry' : 'retry'}:${failed.jobId}`, retryId), {
+  const eventId = options.eventIdFor?.(retryId) ?? eventIdFor(`${options.manual ? 'manual-retry' : 'retry'}:${failed.jobId}`, retryId);
+  const event = envelope(ctx, 'job.submitted', { queue: failed.queue, jobId: retryId }, eventId, {
     job_id: retryId,
     key: job.key,
     params: job.params,
@@ -73,8 +91,15 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
     retry_of: failed.jobId,
     waiting: false,
     ...(job.concurrency_key === null ? {} : { concurrency_key: job.concurrency_key }),
-  });
-  return createJob(ctx, event);
+  }, options.meta);
+  return { kind: 'submit', event };
+}
+
+/** Creates the retry of a failed (or, by hand, cancelled) job. Idempotent by its derived id. */
+export async function createRetry(ctx: CommandContext, failed: JobRecord, options: RetryOptions): Promise<Created> {
+  const plan = planRetry(ctx, failed, options);
+  if (plan.kind === 'exists') return { record: plan.record, created: false };
+  return createJob(ctx, plan.event);
 }
 
 export class Retrier {

@@ -24,7 +24,7 @@ function roundTrip(messages: readonly RecordedMessage[], capacity: number): { ou
 /** A log with tampering of every kind the headers can carry, commits of many events, and a large commit. */
 function mixedLog(): RecordedMessage[] {
   const h = new History('pk');
-  const steps = Array.from({ length: 200 }, (_, i) => ({ op: STEP_OPS[(i * 5) % STEP_OPS.length]!, pick: (i * 31) % 97, gapMs: 500 }));
+  const steps = Array.from({ length: 200 }, (_, i) => ({ op: STEP_OPS[(i * 7) % STEP_OPS.length]!, pick: (i * 31) % 97, gapMs: 500 }));
   playSteps(h, steps);
   h.submit('qa', 'tampered');
   h.succeed('tampered', {}, { expected: null, msgId: null });

@@ -35,6 +35,9 @@ import {
   retrySchema,
   submitBatchSchema,
   submitOneSchema,
+  retryAllSchema,
+  cancelAllSchema,
+  cleanSchema,
 } from '../../src/commands/schemas.js';
 import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema } from '../../src/commands/queue-schemas.js';
 
@@ -66,6 +69,9 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.release': (v) => releaseSchema.safeParse(v),
   'cmd.renew': (v) => renewSchema.safeParse(v),
   'cmd.reservations': (v) => reservationsSchema.safeParse(v),
+  'cmd.retry_all': (v) => retryAllSchema.safeParse(v),
+  'cmd.cancel_all': (v) => cancelAllSchema.safeParse(v),
+  'cmd.clean': (v) => cleanSchema.safeParse(v),
   'work.claim': (v) => claimSchema.safeParse(v),
   'work.heartbeat': (v) => heartbeatSchema.safeParse(v),
   'work.complete': (v) => (v !== null && typeof v === 'object' && 'runs' in v ? completeBatchSchema.safeParse(v) : completeSchema.safeParse(v)),
@@ -171,6 +177,15 @@ function arbs(mode: Mode) {
     'cmd.release': fc.record({ id: commandId, reservation_id: idToken }, required('reservation_id')),
     'cmd.renew': fc.record({ id: commandId, reservation_id: idToken, ttl_ms: int(1000, 86_400_000) }, required('reservation_id', 'ttl_ms')),
     'cmd.reservations': fc.record({ queue }, { requiredKeys: [] }),
+    'cmd.retry_all': fc.record({ id: commandId, queue, since: runAt, dry_run: pick(fc.boolean(), fc.constant('yes')) }, required('queue')),
+    'cmd.cancel_all': fc.record(
+      { id: commandId, queue, status: pick(fc.constantFrom('queued', 'waiting', 'delayed'), fc.constantFrom('running', 'failed', 'bogus')), reason: text(0, 1000), dry_run: pick(fc.boolean(), fc.constant(1)) },
+      required('queue', 'status'),
+    ),
+    'cmd.clean': fc.record(
+      { id: commandId, queue, older_than_ms: int(0, Number.MAX_SAFE_INTEGER), status: pick(fc.constantFrom('succeeded', 'failed', 'cancelled', 'skipped', 'ignored'), fc.constantFrom('queued', 'running', 'removed')), dry_run: pick(fc.boolean(), fc.constant('no')) },
+      required('queue', 'older_than_ms', 'status'),
+    ),
     'work.claim': fc.record({ ...claimFields, wait_ms: int(0, 60_000) }, required('worker')),
     'work.heartbeat': fc.record({ worker: text(0, 200), run_ids: fc.array(idToken, { maxLength: 4 }), progress: fc.dictionary(fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/), anyJson, { maxKeys: 3 }) }, required('run_ids')),
     'work.complete': fc.oneof(

@@ -18,6 +18,7 @@ import { decodeStoredCommit } from '../../src/audit/decode.js';
 import { errorReply } from '../../src/commands/reply.js';
 import { getJob, listJobs, progressOf, type QueryContext } from '../../src/commands/queries.js';
 import { replyJsonSchemas, replyOkSchemas } from '../../src/commands/reply-schemas.js';
+import { BULK_VERBS, type BulkReply } from '../../src/commands/bulk-commands.js';
 import { cancelSchema, claimSchema, completeSchema, failSchema, getSchema, listSchema, moveSchema, type ClaimedJob } from '../../src/commands/schemas.js';
 import type { SubmitItemReply } from '../../src/commands/submit.js';
 import { validate, validateSubmit } from '../../src/commands/validate.js';
@@ -172,6 +173,14 @@ describe('the reply schemas accept what the node answers', () => {
       accepts(`reply.${verb}`, { ok: true, job_id: 'j1', status: 'succeeded', jobs: [claimed] });
       accepts(`reply.${verb}`, { ok: true, runs: [{ ok: true, job_id: 'j1', status: 'succeeded' }, { ok: false, job_id: 'j2', error: { code: 'stale_run', message: 'm' } }], jobs: [] });
     }
+    for (const verb of ['retry_all', 'cancel_all', 'clean'] as const) {
+      const reply: BulkReply = { count: 3, job_ids: ['j1', 'j2'], truncated: true };
+      accepts(`reply.${verb}`, { ok: true, ...reply });
+      accepts(`reply.${verb}`, { ok: true, count: 0, job_ids: [], dry_run: true });
+      accepts(`reply.${verb}`, { ok: true, count: 1, job_ids: ['j1'], failed: 2, error: { code: 'unavailable', message: 'm' } });
+      expect(v[`reply.${verb}`]!({ ok: true, count: -1, job_ids: [] })).toBe(false);
+      expect(v[`reply.${verb}`]!({ ok: true, count: 1, job_ids: 'j1' })).toBe(false);
+    }
     // And refuse what no node answers.
     expect(v['reply.cancel']!({ ok: true, job_id: 'j1', status: 'bogus' })).toBe(false);
     expect(v['reply.cancel']!({ ok: true, status: 'queued' })).toBe(false);
@@ -181,7 +190,7 @@ describe('the reply schemas accept what the node answers', () => {
   });
 
   test('there is a reply schema for every command verb the README lists and every worker verb', () => {
-    const verbs = ['submit', 'cancel', 'get', 'list', 'progress', 'retry', 'move', 'promote', ...WORK_VERBS];
+    const verbs = ['submit', 'cancel', 'get', 'list', 'progress', 'retry', 'move', 'promote', ...BULK_VERBS, ...WORK_VERBS];
     expect(Object.keys(replyOkSchemas).sort()).toEqual([...verbs].sort());
     expect(Object.keys(generated).sort()).toEqual(['reply.error', ...verbs.map((verb) => `reply.${verb}`)].sort());
   });

@@ -209,6 +209,7 @@ describe('cancelled is its own count, not DataJoint ignore', () => {
       ignore: 0,
       cancelled: 1,
       total: 2,
+      flow: { status: 'active', held: null, waiting_by_reason: {} },
     });
     for (const { job_id } of (await client.list({ queue, status: 'queued' })).jobs) await client.cancel(job_id);
   });

@@ -43,6 +43,7 @@ const failed = (runId: string, t = 3): JobEvent =>
 const cancelled = (t = 3): JobEvent => jobEvent('job.cancelled', { reason: 'operator' }, { time: at(t * 1000) });
 const ignored = (t = 1): JobEvent => jobEvent('job.ignored', { reason: 'not needed' }, { time: at(t * 1000) });
 const skipped = (runId: string | null, t = 3): JobEvent => jobEvent('job.skipped', { run_id: runId, reason: 'nothing to do' }, { time: at(t * 1000) });
+const removed = (t = 5): JobEvent => jobEvent('job.removed', { reason: 'cleaned' }, { time: at(t * 1000) });
 const artifact = (runId: string, name: string, t = 4): JobEvent =>
   jobEvent('job.artifact_added', { run_id: runId, artifact: { name, uri: `s3://bucket/${name}` } }, { time: at(t * 1000) });
 
@@ -59,6 +60,7 @@ function oneOfEachType(runId: string, t: number): JobEvent[] {
     ignored(t),
     skipped(runId, t),
     artifact(runId, 'late.txt', t),
+    removed(t),
   ];
   expect(events.map((e) => e.type)).toEqual([...JOB_EVENT_TYPES]);
   return events;
@@ -257,11 +259,11 @@ describe('job aggregate: cancel, ignore, terminal states', () => {
     expect(after.run.context.artifacts.map((a) => a.name)).toEqual(['a.txt', 'b.txt']);
   });
 
-  test('ignored is terminal: every event is refused after it', () => {
+  test('ignored is terminal: every event but a removal is refused after it', () => {
     const ignoredJob = given(submitted()).when(ignored()).then(accepted);
     expect(ignoredJob.job.value).toBe('ignored');
     expect(ignoredJob.run.value).toBe('none');
-    for (const event of oneOfEachType('r1', 3600)) {
+    for (const event of oneOfEachType('r1', 3600).filter((e) => e.type !== 'job.removed')) {
       const decision = decideJob(ignoredJob, event);
       expect(decision.ok, event.type).toBe(false);
       // An event naming a run may be answered stale_run (no run holds the job); any other is invalid.
@@ -270,7 +272,7 @@ describe('job aggregate: cancel, ignore, terminal states', () => {
     }
   });
 
-  test('every terminal status refuses every event but a closed run appending artifacts', () => {
+  test('every terminal status refuses every event but a closed run appending artifacts, and a removal', () => {
     const terminal: Record<string, JobEvent[]> = {
       succeeded: [submitted(), claimed('r1'), succeeded('r1')],
       failed: [submitted(), claimed('r1'), failed('r1')],
@@ -285,12 +287,45 @@ describe('job aggregate: cancel, ignore, terminal states', () => {
       expect(TERMINAL_JOB_STATUSES, name).toContain(state.job.value);
       const hadRun = state.run.value !== 'none';
       for (const event of oneOfEachType('r1', 3600)) {
-        const shouldAccept = event.type === 'job.artifact_added' && hadRun;
+        const shouldAccept = (event.type === 'job.artifact_added' && hadRun) || event.type === 'job.removed';
         expect(decideJob(state, event).ok, `${name}: ${event.type}`).toBe(shouldAccept);
         const next = evolveJob(state, event);
         expect(next === null, `${name}: ${event.type}`).toBe(!shouldAccept);
-        if (next) expect(next.job, `${name}: ${event.type}`).toEqual(state.job);
+        if (next && event.type === 'job.removed') {
+          // Removed: only the status changes; the job's ending and its closed run are kept.
+          expect(next.job, name).toEqual({ value: 'removed', context: state.job.context });
+          expect(next.run, name).toBe(state.run);
+        } else if (next) expect(next.job, `${name}: ${event.type}`).toEqual(state.job);
       }
     }
+  });
+});
+
+describe('job aggregate: removal (job.removed)', () => {
+  test('a waiting or queued job is removed, with no run; its finished_at is the removal time', () => {
+    for (const history of [[submitted(0, { waiting: true })], [submitted(0)], [submitted(0, { run_at: at(600_000) })]]) {
+      const after = given(...history).when(removed(7)).then(accepted);
+      expect(after.job.value).toBe('removed');
+      expect(after.run.value).toBe('none');
+      expect(after.job.context.finished_at).toBe(at(7000));
+    }
+  });
+
+  test('a running job is never removed: its run holds it', () => {
+    given(submitted(), claimed('r1')).when(removed()).then(rejected('invalid_transition'));
+    const refusal = decideJob(given(submitted(), claimed('r1')).state, removed());
+    expect(refusal).toMatchObject({ ok: false, reason: expect.stringMatching(/^cannot remove job \S+: it is running$/) });
+  });
+
+  test('removed is final: every event is refused after it, a second removal too ("already removed")', () => {
+    const gone = given(submitted(), claimed('r1'), succeeded('r1')).when(removed()).then(accepted);
+    expect(gone.job.value).toBe('removed');
+    // The closed run is kept as it was (write-once).
+    expect(gone.run.value).toBe('completed');
+    for (const event of oneOfEachType('r1', 3600)) {
+      expect(decideJob(gone, event).ok, event.type).toBe(false);
+      expect(evolveJob(gone, event), event.type).toBeNull();
+    }
+    expect(decideJob(gone, removed())).toMatchObject({ ok: false, code: 'invalid_transition', reason: expect.stringContaining('already removed') });
   });
 });

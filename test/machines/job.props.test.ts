@@ -170,13 +170,14 @@ describe('never two open runs', () => {
 
 describe('terminal states', () => {
   fcTest.prop([jobEventSequenceArb], { numRuns })(
-    'a terminal job accepts only job.artifact_added, and neither its status nor its context changes (alone and in the aggregate)',
+    'a terminal job accepts only job.artifact_added (nothing changes) and job.removed (only its status changes, to removed), alone and in the aggregate',
     (events) => {
       // The aggregate.
       for (const { before, event, after } of foldAggregate(events).steps) {
         if (!isTerminalJob(before.job.value) || after === null) continue;
-        expect(event.type).toBe('job.artifact_added');
-        expect(after.job).toEqual(before.job);
+        expect(['job.artifact_added', 'job.removed']).toContain(event.type);
+        if (event.type === 'job.removed') expect(after.job).toEqual({ value: 'removed', context: before.job.context });
+        else expect(after.job).toEqual(before.job);
       }
       // The Job machine alone, which sees events the JobRun machine would refuse.
       let [snapshot] = initialTransition(jobMachine);
@@ -185,9 +186,13 @@ describe('terminal states', () => {
         const accepted = snapshot.can(event);
         const [next] = transition(jobMachine, snapshot, event);
         if (wasTerminal) {
-          expect(isTerminalJob(next.value)).toBe(true);
-          if (accepted) expect(event.type).toBe('job.artifact_added');
-          expect(view(next)).toEqual(view(snapshot));
+          if (accepted && event.type === 'job.removed') {
+            expect(view(next)).toEqual({ value: 'removed', context: snapshot.context });
+          } else {
+            expect(isTerminalJob(next.value)).toBe(true);
+            if (accepted) expect(event.type).toBe('job.artifact_added');
+            expect(view(next)).toEqual(view(snapshot));
+          }
         }
         snapshot = next;
       }
@@ -195,7 +200,27 @@ describe('terminal states', () => {
   );
 
   fcTest.prop([jobEventSequenceArb], { numRuns })(
-    'a terminal run is write-once: only artifacts are appended, nothing else changes (seed 002 INV-002)',
+    'job.removed is accepted exactly from waiting, queued and the terminal states (never running), and removed absorbs every event',
+    (events) => {
+      for (const { before, event, after } of foldAggregate(events).steps) {
+        if (before.job.value === 'removed') {
+          expect(after, `${event.type} after removed`).toBeNull();
+          continue;
+        }
+        if (event.type !== 'job.removed') continue;
+        const removable = before.job.value === 'waiting' || before.job.value === 'queued' || isTerminalJob(before.job.value);
+        expect(after !== null, `job.removed in ${before.job.value}/${before.run.value}`).toBe(removable);
+        if (after === null) continue;
+        expect(after.job.value).toBe('removed');
+        // The run is kept as it was: a closed run is write-once, and none is ever open here.
+        expect(after.run).toEqual(before.run);
+        expect(after.job.context.finished_at).toBe(before.job.context.finished_at ?? event.time);
+      }
+    },
+  );
+
+  fcTest.prop([jobEventSequenceArb], { numRuns })(
+    'a terminal run is write-once: only artifacts are appended (a removal of its job changes nothing), nothing else changes (seed 002 INV-002)',
     (events) => {
       const check = (beforeValue: RunStatus, before: RunContext, event: JobEvent, accepted: boolean, afterValue: RunStatus, after: RunContext) => {
         expect(afterValue).toBe(beforeValue);
@@ -205,7 +230,8 @@ describe('terminal states', () => {
       };
       for (const { before, event, after } of foldAggregate(events).steps) {
         if (!isTerminalRun(before.run.value) || after === null) continue;
-        expect(event.type).toBe('job.artifact_added');
+        // A removal of the job leaves its closed run as it is.
+        expect(['job.artifact_added', 'job.removed']).toContain(event.type);
         check(before.run.value, before.run.context, event, true, after.run.value, after.run.context);
       }
       // The JobRun machine alone.
@@ -214,7 +240,7 @@ describe('terminal states', () => {
         const [next] = transition(jobRunMachine, snapshot, event);
         if (isTerminalRun(snapshot.value as RunStatus)) {
           const accepted = snapshot.can(event);
-          if (accepted) expect(event.type).toBe('job.artifact_added');
+          if (accepted) expect(['job.artifact_added', 'job.removed']).toContain(event.type);
           check(snapshot.value as RunStatus, snapshot.context, event, accepted, next.value as RunStatus, next.context);
         }
         snapshot = next;
@@ -283,6 +309,10 @@ describe('the generator is not vacuous', () => {
         'skipped/none',
         'skipped/skipped',
         'ignored/none',
+        'removed/none',
+        'removed/completed',
+        'removed/failed',
+        'removed/skipped',
       ].sort(),
     );
     expect([...acceptedTypes].sort()).toEqual([...JOB_EVENT_TYPES].sort());

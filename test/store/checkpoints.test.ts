@@ -11,7 +11,7 @@ import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { INITIAL_JOB_STATE } from '../../machines/index.js';
 import { CheckpointFile, readCheckpoint } from '../../src/store/checkpoints.js';
 import { JobStore, type JobRecord } from '../../src/store/job-store.js';
-import { JOB_ID, QUEUE, makeJobEventSequenceArb } from '../support/arbitraries.js';
+import { JOB_ID, QUEUE, at, jobEvent, makeJobEventSequenceArb } from '../support/arbitraries.js';
 
 const STREAM_CREATED = '2026-11-26T00:00:00.000Z';
 
@@ -137,5 +137,35 @@ describe('checkpoint file', () => {
       }),
       { numRuns: 60 },
     );
+  });
+
+  test('removed jobs (job.removed from queued and from succeeded) come back removed, field for field', async () => {
+    const path = join(dir, 'removed.json');
+    const store = new JobStore();
+    const file = new CheckpointFile(path, STREAM_CREATED);
+    let seq = 0;
+    const submit = (jobId: string) =>
+      jobEvent('job.submitted', { job_id: jobId, key: 'k', params: {}, priority: 5, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 3_600_000, jitter: 0.2 }, attempt: 1, retry_of: null, waiting: false });
+    const histories: Record<string, ReturnType<typeof jobEvent>[]> = {
+      queued: [submit('queued'), jobEvent('job.removed', { reason: 'deleted' }, { time: at(1000) })],
+      ended: [
+        submit('ended'),
+        jobEvent('job.claimed', { run_id: 'r1', worker: 'w', host: 'h', pid: 1, version: '1', lease_ms: 30_000 }, { time: at(1000) }),
+        jobEvent('job.succeeded', { run_id: 'r1', result: { n: 1 } }, { time: at(2000) }),
+        jobEvent('job.removed', { reason: 'cleaned' }, { time: at(3000) }),
+      ],
+    };
+    for (const [jobId, events] of Object.entries(histories)) {
+      for (const event of events) expect(store.apply({ seq: ++seq, queue: QUEUE, jobId, event })).toBe('applied');
+      file.changed(jobId);
+    }
+    await file.write(seq, store);
+    const read = await readCheckpoint(path, STREAM_CREATED);
+    const byId = new Map(read!.records.map((r) => [r.jobId, r]));
+    for (const jobId of Object.keys(histories)) {
+      expect(byId.get(jobId)?.state.job.value).toBe('removed');
+      expect(byId.get(jobId)).toEqual(store.get(jobId));
+    }
+    expect(byId.get('ended')?.state.run.value).toBe('completed');
   });
 });

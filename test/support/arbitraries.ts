@@ -13,6 +13,7 @@ import fc from 'fast-check';
 import type { Json, JsonObject } from '../../machines/envelope.js';
 import {
   FailureReasons,
+  RemovalReasons,
   type Artifact,
   type FailureReason,
   type JobError,
@@ -108,7 +109,8 @@ type EventSpec =
   | { readonly type: 'job.cancelled'; readonly data: JobEventDataOf<'job.cancelled'> }
   | { readonly type: 'job.ignored'; readonly data: JobEventDataOf<'job.ignored'> }
   | { readonly type: 'job.skipped'; readonly run: RunRef | null; readonly reason: string | null }
-  | { readonly type: 'job.artifact_added'; readonly run: RunRef; readonly artifact: Artifact };
+  | { readonly type: 'job.artifact_added'; readonly run: RunRef; readonly artifact: Artifact }
+  | { readonly type: 'job.removed'; readonly data: JobEventDataOf<'job.removed'> };
 
 const submittedSpecArb: fc.Arbitrary<EventSpec> = fc
   .record({
@@ -177,6 +179,7 @@ const specArb: fc.Arbitrary<EventSpec> = fc.oneof(
     arbitrary: fc.record({ run: runRefArb, artifact: artifactArb }).map((r) => ({ type: 'job.artifact_added' as const, ...r })),
     weight: 5,
   },
+  { arbitrary: fc.constantFrom(...RemovalReasons).map((reason) => ({ type: 'job.removed' as const, data: { reason } })), weight: 1 },
 );
 
 /** Builds the envelope of `spec` at `timeMs`; `lastRun` resolves the run reference 'last'. */
@@ -212,6 +215,8 @@ function buildEvent(spec: EventSpec, id: string, timeMs: number, lastRun: string
       return jobEvent('job.skipped', { run_id: spec.run === null ? null : runOf(spec.run), reason: spec.reason }, options);
     case 'job.artifact_added':
       return jobEvent('job.artifact_added', { run_id: runOf(spec.run), artifact: spec.artifact }, options);
+    case 'job.removed':
+      return jobEvent('job.removed', spec.data, options);
     default: {
       const unhandled: never = spec;
       return unhandled;

@@ -213,6 +213,12 @@ export class History {
     return this;
   }
 
+  /** The job leaves the views (`docket clean`, or a job set's removal). */
+  remove(jobId: string, reason: 'cleaned' | 'stale' | 'orphan' | 'deleted' | 'completed' = 'cleaned'): this {
+    this.event(jobId, 'job.removed', { reason });
+    return this;
+  }
+
   move(jobId: string, priority: number, position: number | null): this {
     this.event(jobId, 'job.moved', { priority, position });
     return this;
@@ -395,13 +401,13 @@ export function uniqueQueue(label: string): string {
 
 /** One step of a generated legal history: what to do, which job to do it to, how long to wait first. */
 export interface Step {
-  readonly op: 'submit' | 'delayed' | 'claim' | 'succeed' | 'fail' | 'retry' | 'cancel' | 'move' | 'artifact';
+  readonly op: 'submit' | 'delayed' | 'claim' | 'succeed' | 'fail' | 'retry' | 'cancel' | 'move' | 'artifact' | 'remove';
   /** Picks the job (modulo the candidates) and, for submits, the queue and priority. */
   readonly pick: number;
   readonly gapMs: number;
 }
 
-export const STEP_OPS: readonly Step['op'][] = ['submit', 'delayed', 'claim', 'succeed', 'fail', 'retry', 'cancel', 'move', 'artifact'];
+export const STEP_OPS: readonly Step['op'][] = ['submit', 'delayed', 'claim', 'succeed', 'fail', 'retry', 'cancel', 'move', 'artifact', 'remove'];
 
 /**
  * Plays steps as a legal history: each op applies to a job it is legal for (a step with no such
@@ -471,6 +477,15 @@ export function playSteps(h: History, steps: Iterable<Step>, queues: readonly st
         if (id === undefined) break;
         // Artifacts of a closed run are legal only for a job that ran.
         h.artifact(id);
+        break;
+      }
+      case 'remove': {
+        // Any job not running: ended, or still queued (a job set's removal). A failed job
+        // removed is never retried after (the retrier and retry_all retry failed jobs only).
+        const id = pickFrom(byStatus('queued', 'succeeded', 'failed', 'cancelled'));
+        if (id === undefined) break;
+        h.remove(id, step.pick % 2 === 0 ? 'cleaned' : 'deleted');
+        status.set(id, 'removed');
         break;
       }
     }
