@@ -1,7 +1,7 @@
 /**
  * `{command: [argv...]}`: a program whose stdout is JSON lines, one key per line. It runs without
  * a shell (argv as given, nothing expanded), with the node's environment, no stdin, a timeout
- * (killed with SIGKILL when it passes) and a bound on its output (Limits.MaxCommandOutputBytes).
+ * (its process group killed with SIGKILL when it passes) and a bound on its output (Limits.MaxCommandOutputBytes).
  * Keys are yielded as lines arrive; a non-zero exit, a signal or a timeout fails the source
  * after the last line, with the end of its stderr quoted, and a refresh reads the whole source
  * before deciding, so keys printed before a failure are never used.
@@ -39,6 +39,9 @@ async function* commandKeys(argv: readonly string[], options: CommandSourceOptio
   const maxOutput = options.maxOutputBytes ?? Limits.MaxCommandOutputBytes;
   const child = spawn(argv[0]!, argv.slice(1), {
     shell: false,
+    // Its own process group, so a stop reaches what it started too (`sh -c '…; sleep'` leaves
+    // the sleep holding stdout open after sh alone is killed).
+    detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...options.env } as NodeJS.ProcessEnv,
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
@@ -49,18 +52,31 @@ async function* commandKeys(argv: readonly string[], options: CommandSourceOptio
     // Keep the end: that is where a program says why it stopped.
     stderr = (stderr + chunk).slice(-Limits.MaxCommandStderrExcerpt);
   });
+  const lines = createInterface({ input: child.stdout, crlfDelay: Infinity });
+  /** Kills the program's whole process group, and stops reading from anything that escaped it. */
+  const stop = (): void => {
+    try {
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+    child.stdout.destroy();
+    child.stderr.destroy();
+    // A destroyed stream never says 'end', which is what readline waits for.
+    lines.close();
+  };
   let stopped: 'timeout' | 'output' | undefined;
   let outputBytes = 0;
   child.stdout.on('data', (chunk: Buffer) => {
     outputBytes += chunk.length;
     if (outputBytes > maxOutput && stopped === undefined) {
       stopped = 'output';
-      child.kill('SIGKILL');
+      stop();
     }
   });
   const timer = setTimeout(() => {
     stopped ??= 'timeout';
-    child.kill('SIGKILL');
+    stop();
   }, options.timeoutMs);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
     child.once('error', (error) => resolve({ code: null, signal: null, error }));
@@ -68,7 +84,6 @@ async function* commandKeys(argv: readonly string[], options: CommandSourceOptio
   });
   let finished = false;
   try {
-    const lines = createInterface({ input: child.stdout, crlfDelay: Infinity });
     let n = 0;
     for await (const line of lines) {
       n += 1;
@@ -88,7 +103,7 @@ async function* commandKeys(argv: readonly string[], options: CommandSourceOptio
     clearTimeout(timer);
     // A consumer that stops early (or a bad line) must not leave the program running.
     if (!finished) {
-      child.kill('SIGKILL');
+      stop();
       await exited;
     }
   }
