@@ -37,10 +37,12 @@ import type { ResolvedRefreshSettings } from './settings.js';
 export type JobSetStatus = 'pending' | 'reserved' | 'success' | 'error' | 'ignore';
 
 /**
- * docket's job states as seed 000's statuses. `cancelled` and `skipped` hold their key as
- * `error` does (they ended without a target row; a refresh never redoes them by itself, a
- * delete frees the key): re-pending them each refresh would loop on a job its handler or a
- * person already gave up on. Exhaustive: a new JobStatus fails to compile here.
+ * docket's job states as seed 000's statuses, as the progress view counts them
+ * (src/projections/progress.ts: error = failed, ignore = ignored + skipped). `skipped` (its
+ * handler found nothing to do for the key) holds its key as `ignore` does, so a refresh does not
+ * queue it again each time; `cancelled`, which progress counts apart, holds its key as `error`
+ * does (stale cleanup may remove it; a delete frees the key). Exhaustive: a new JobStatus fails
+ * to compile here.
  */
 export function jobSetStatusOf(status: JobStatus): JobSetStatus {
   switch (status) {
@@ -54,9 +56,9 @@ export function jobSetStatusOf(status: JobStatus): JobSetStatus {
       return 'success';
     case 'failed':
     case 'cancelled':
-    case 'skipped':
       return 'error';
     case 'ignored':
+    case 'skipped':
       return 'ignore';
     default: {
       const never: never = status;

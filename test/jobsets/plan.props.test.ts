@@ -230,7 +230,7 @@ describe('planRefresh examples from seed 000', () => {
       'success',
       'error',
       'error',
-      'error',
+      'ignore',
       'ignore',
     ]);
   });
