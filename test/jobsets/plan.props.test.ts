@@ -6,11 +6,13 @@
  */
 import { test as fcTest } from '@fast-check/vitest';
 import fc from 'fast-check';
-import { describe, expect, test } from 'vitest';
+import { describe, expect, expectTypeOf, test } from 'vitest';
+import type { JobRecord } from '../../src/store/job-store.js';
 import type { Key } from '../../src/jobsets/key.js';
 import { jobSetStatusOf, planRefresh, type JobSetStatus, type PlanJob, type RefreshPlan } from '../../src/jobsets/plan.js';
 import type { Restriction, RestrictionTerm } from '../../src/jobsets/restrict.js';
 import type { ResolvedRefreshSettings } from '../../src/jobsets/settings.js';
+import { planJobOf, type PlannableRecord } from '../../src/jobsets/plan-jobs.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 300);
 const NOW = 10_000_000_000;
@@ -233,5 +235,27 @@ describe('planRefresh examples from seed 000', () => {
       'ignore',
       'ignore',
     ]);
+  });
+});
+
+describe('planJobOf: a stored job as the planner sees it', () => {
+  const record = (value: Parameters<typeof jobSetStatusOf>[0], key: unknown, startedAt: string | null) => ({
+    jobId: 'k1',
+    state: { job: { value, context: { key, created_at: '2026-01-01T00:00:00.000Z' } }, run: { context: { started_at: startedAt } } },
+  });
+
+  test('keyed jobs map with their times; unkeyed ones are outside refresh', () => {
+    expect(planJobOf(record('running', { id: 1 }, '2026-01-01T00:00:05.000Z'))).toEqual({
+      jobId: 'k1',
+      key: { id: 1 },
+      status: 'reserved',
+      createdAtMs: Date.parse('2026-01-01T00:00:00.000Z'),
+      reservedAtMs: Date.parse('2026-01-01T00:00:05.000Z'),
+    });
+    expect(planJobOf(record('failed', { id: 1 }, '2026-01-01T00:00:05.000Z'))?.reservedAtMs).toBeNull();
+    expect(planJobOf(record('queued', null, null))).toBeUndefined();
+    // Checked by the type check (npm run typecheck): a stored job can be passed as it is.
+    expectTypeOf<JobRecord>().toExtend<PlannableRecord>();
+    expectTypeOf<{ jobId: string }>().not.toExtend<PlannableRecord>();
   });
 });
