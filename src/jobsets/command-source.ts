@@ -13,7 +13,7 @@ import type { CommandSourceSpec } from '../commands/jobset-schemas.js';
 import { Limits } from '../commands/limits.js';
 import type { Key } from './key.js';
 import { keyFromJsonLine } from './json-lines.js';
-import type { KeySourceOptions, RawKeySource } from './source.js';
+import { BATCH_KEYS, type KeySourceOptions, type RawKeySource } from './source.js';
 
 export interface CommandSourceOptions extends KeySourceOptions {
   readonly timeoutMs: number;
@@ -29,10 +29,10 @@ function describe(argv: readonly string[]): string {
 
 export function createCommandSource(spec: CommandSourceSpec, options: CommandSourceOptions): RawKeySource {
   const description = describe(spec.command);
-  return { description, keys: () => commandKeys(spec.command, options, description) };
+  return { description, batches: () => commandKeys(spec.command, options, description) };
 }
 
-async function* commandKeys(argv: readonly string[], options: CommandSourceOptions, description: string): AsyncGenerator<Key> {
+async function* commandKeys(argv: readonly string[], options: CommandSourceOptions, description: string): AsyncGenerator<readonly Key[]> {
   const fail = (message: string, cause?: unknown): never => {
     throw new InvalidRequestError(`key source ${description}: ${message}`, { cause, details: { source: description } });
   };
@@ -85,12 +85,18 @@ async function* commandKeys(argv: readonly string[], options: CommandSourceOptio
   let finished = false;
   try {
     let n = 0;
+    let batch: Key[] = [];
     for await (const line of lines) {
       n += 1;
       if (stopped !== undefined) break;
       const key = keyFromJsonLine(line, `${description} line ${n}`, options.attributes);
-      if (key !== undefined) yield key;
+      if (key !== undefined) batch.push(key);
+      if (batch.length >= BATCH_KEYS) {
+        yield batch;
+        batch = [];
+      }
     }
+    if (batch.length > 0) yield batch;
     const { code, signal, error } = await exited;
     finished = true;
     const tail = stderr.trim() === '' ? '' : `: ${stderr.trim()}`;

@@ -28,8 +28,7 @@
  * No I/O, no clock, no ids: the caller turns actions into events.
  */
 import type { JobStatus } from '../../machines/index.js';
-import { canonicalJson } from '../ids.js';
-import type { Key, KeyValue } from './key.js';
+import { keyIdentity, type Key, type KeyValue } from './key.js';
 import { matchesRestriction, type Restriction } from './restrict.js';
 import type { ResolvedRefreshSettings } from './settings.js';
 
@@ -72,6 +71,8 @@ export interface PlanJob {
   readonly jobId: string;
   /** The job's key as submitted (compared by canonical JSON). */
   readonly key: Key | string;
+  /** `canonicalJson(key)` when the caller has it already (the key index keeps it): saves computing it. */
+  readonly identity?: string | undefined;
   readonly status: JobSetStatus;
   /** When job.submitted was appended (seed 000's created_time). */
   readonly createdAtMs: number;
@@ -118,9 +119,9 @@ export interface RefreshPlan {
   readonly runAtMs: number;
 }
 
-/** The key's identity, the string keyed job ids are derived from. */
+/** The key's identity, the string keyed job ids are derived from (canonical JSON). */
 export function identityOf(key: Key | string): string {
-  return canonicalJson(key);
+  return keyIdentity(key);
 }
 
 /** Target rows indexed by their projection onto each attribute set the source's keys use. */
@@ -129,6 +130,7 @@ class TargetIndex {
   constructor(private readonly rows: readonly Key[]) {}
 
   has(key: Key, identity: string): boolean {
+    if (this.rows.length === 0) return false;
     const names = Object.keys(key).sort();
     const signature = names.join('\u0000');
     let set = this.byAttributes.get(signature);
@@ -138,7 +140,7 @@ class TargetIndex {
         if (!names.every((n) => Object.hasOwn(row, n))) continue;
         const projected: Record<string, KeyValue> = {};
         for (const n of names) projected[n] = row[n] as KeyValue;
-        set.add(canonicalJson(projected));
+        set.add(keyIdentity(projected));
       }
       this.byAttributes.set(signature, set);
     }
@@ -153,55 +155,69 @@ function isHolding(status: JobSetStatus): boolean {
 export function planRefresh(input: RefreshPlanInput): RefreshPlan {
   const { settings, nowMs } = input;
   // The source by identity, first occurrence wins (a source may repeat a row).
+  // The source by identity, first occurrence wins (a source may repeat a row); in source order
+  // in two arrays, so walking it allocates nothing per key.
   const source = new Map<string, Key>();
+  const sourceIds: string[] = [];
+  const sourceKeys: Key[] = [];
   for (const key of input.source) {
     const identity = identityOf(key);
-    if (!source.has(identity)) source.set(identity, key);
+    if (source.has(identity)) continue;
+    source.set(identity, key);
+    sourceIds.push(identity);
+    sourceKeys.push(key);
   }
   const target = new TargetIndex(input.target === undefined ? [] : [...input.target]);
-  const inTarget = new Map<string, boolean>();
-  const targetHas = (identity: string, key: Key): boolean => {
-    let hit = inTarget.get(identity);
-    if (hit === undefined) {
-      hit = target.has(key, identity);
-      inTarget.set(identity, hit);
-    }
-    return hit;
-  };
 
-  const jobs = [...input.jobs];
-  const jobsByKey = new Map<string, { job: PlanJob; identity: string }[]>();
-  for (const job of jobs) {
-    const identity = identityOf(job.key);
-    let list = jobsByKey.get(identity);
-    if (list === undefined) jobsByKey.set(identity, (list = []));
-    list.push({ job, identity });
+  // Each job's identity once; most keys hold one job, kept without an array.
+  const jobs = Array.isArray(input.jobs) ? (input.jobs as readonly PlanJob[]) : [...input.jobs];
+  const identities = jobs.map((job) => job.identity ?? identityOf(job.key));
+  const jobsByKey = new Map<string, PlanJob | PlanJob[]>();
+  for (let i = 0; i < jobs.length; i++) {
+    const job = jobs[i]!;
+    const identity = identities[i]!;
+    const held = jobsByKey.get(identity);
+    if (held === undefined) jobsByKey.set(identity, job);
+    else if (Array.isArray(held)) held.push(job);
+    else jobsByKey.set(identity, [held, job]);
   }
+  const jobsOf = (identity: string): readonly PlanJob[] => {
+    const held = jobsByKey.get(identity);
+    return held === undefined ? [] : Array.isArray(held) ? held : [held as PlanJob];
+  };
 
   const adds: PlanAction[] = [];
   const rePends: PlanAction[] = [];
-  for (const [identity, key] of source) {
-    if (!matchesRestriction(key, input.restrict) || targetHas(identity, key)) continue;
-    const held = jobsByKey.get(identity);
-    if (held === undefined) {
+  for (let s = 0; s < sourceIds.length; s++) {
+    const identity = sourceIds[s]!;
+    const key = sourceKeys[s]!;
+    if (input.restrict !== undefined && !matchesRestriction(key, input.restrict)) continue;
+    const hasJob = jobsByKey.has(identity);
+    // With every key holding a job and no keep_completed (a refresh that adds nothing), the
+    // target need not be asked.
+    if (hasJob && !settings.keepCompleted) continue;
+    if (target.has(key, identity)) continue;
+    if (!hasJob) {
       adds.push({ type: 'add', key, identity });
       continue;
     }
-    if (!settings.keepCompleted || held.some((h) => isHolding(h.job.status))) continue;
+    const held = jobsOf(identity);
+    if (held.some((job) => isHolding(job.status))) continue;
     // The latest job decides (a retry chain's failure followed by a success is a success).
-    let latest = held[0]!.job;
-    for (const h of held) if (h.job.createdAtMs >= latest.createdAtMs) latest = h.job;
+    let latest = held[0]!;
+    for (const job of held) if (job.createdAtMs >= latest.createdAtMs) latest = job;
     if (latest.status !== 'success') continue;
-    rePends.push({ type: 're_pend', key, identity, removeJobIds: held.filter((h) => h.job.status === 'success').map((h) => h.job.jobId) });
+    rePends.push({ type: 're_pend', key, identity, removeJobIds: held.filter((job) => job.status === 'success').map((job) => job.jobId) });
   }
 
   const stale: PlanAction[] = [];
   const removed = new Set<string>();
   if (settings.staleTimeoutS > 0) {
     const before = nowMs - settings.staleTimeoutS * 1000;
-    for (const job of jobs) {
+    for (let i = 0; i < jobs.length; i++) {
+      const job = jobs[i]!;
       if (job.status === 'ignore' || job.createdAtMs >= before) continue;
-      const identity = identityOf(job.key);
+      const identity = identities[i]!;
       if (source.has(identity)) continue;
       stale.push({ type: 'remove_stale', jobId: job.jobId, identity });
       removed.add(job.jobId);
@@ -211,13 +227,14 @@ export function planRefresh(input: RefreshPlanInput): RefreshPlan {
   const orphans: PlanAction[] = [];
   if (settings.orphanTimeoutS !== null) {
     const before = nowMs - settings.orphanTimeoutS * 1000;
-    for (const job of jobs) {
+    for (let i = 0; i < jobs.length; i++) {
+      const job = jobs[i]!;
       if (job.status !== 'reserved' || removed.has(job.jobId)) continue;
       if ((job.reservedAtMs ?? job.createdAtMs) >= before) continue;
-      const identity = identityOf(job.key);
+      const identity = identities[i]!;
       const key = source.get(identity);
-      const othersHold = (jobsByKey.get(identity) ?? []).some((h) => h.job.jobId !== job.jobId && !removed.has(h.job.jobId) && isHolding(h.job.status));
-      const reAdd = key !== undefined && !targetHas(identity, key) && !othersHold;
+      const othersHold = jobsOf(identity).some((other) => other.jobId !== job.jobId && !removed.has(other.jobId) && isHolding(other.status));
+      const reAdd = key !== undefined && !target.has(key, identity) && !othersHold;
       orphans.push({ type: 'orphan', jobId: job.jobId, identity, key: key ?? null, reAdd });
       removed.add(job.jobId);
     }

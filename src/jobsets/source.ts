@@ -27,6 +27,11 @@ export interface KeySource {
    * stale jobs, seed 000 step 3).
    */
   keys(restrict?: Restriction): AsyncIterable<Key>;
+  /**
+   * The same keys in the batches the source reads them in (a cursor's fetch, a stream's chunk):
+   * what a refresh reads, since an async step per key costs more than the key itself.
+   */
+  batches(restrict?: Restriction): AsyncIterable<readonly Key[]>;
 }
 
 export interface KeySourceOptions {
@@ -44,19 +49,29 @@ export interface KeySourceOptions {
 
 /** Builds the source a spec names (the spec is validated: src/commands/jobset-schemas.ts). */
 export function createKeySource(spec: KeySourceSpec, options: KeySourceOptions): KeySource {
-  const base = createUnrestrictedSource(spec, options);
-  const maxKeys = options.maxKeys ?? Limits.MaxSourceKeys;
+  return keySourceOf(createUnrestrictedSource(spec, options), options.maxKeys);
+}
+
+/** A kind's raw source with restrict and the key limit applied: the KeySource callers use. */
+export function keySourceOf(base: RawKeySource, maxKeys: number = Limits.MaxSourceKeys): KeySource {
+  const batches = (restrict?: Restriction) => limited(base, restrict, maxKeys);
   return {
     description: base.description,
-    keys: (restrict?: Restriction) => limited(base, restrict, maxKeys),
+    batches,
+    async *keys(restrict?: Restriction) {
+      for await (const batch of batches(restrict)) yield* batch;
+    },
   };
 }
 
-/** What each kind implements: every key, normalised, no restriction, no limit. */
+/** What each kind implements: every key, normalised, in batches; no restriction, no limit. */
 export interface RawKeySource {
   readonly description: string;
-  keys(): AsyncIterable<Key>;
+  batches(): AsyncIterable<readonly Key[]>;
 }
+
+/** Rows per batch where a source reads one row at a time (a stream, lines). */
+export const BATCH_KEYS = 2_000;
 
 function createUnrestrictedSource(spec: KeySourceSpec, options: KeySourceOptions): RawKeySource {
   const timeoutMs = options.defaultTimeoutMs ?? JobSetDefaults.keySourceTimeoutMs;
@@ -66,12 +81,13 @@ function createUnrestrictedSource(spec: KeySourceSpec, options: KeySourceOptions
   return createInlineSource(spec.keys, options);
 }
 
-async function* limited(source: RawKeySource, restrict: Restriction | undefined, maxKeys: number): AsyncGenerator<Key> {
+async function* limited(source: RawKeySource, restrict: Restriction | undefined, maxKeys: number): AsyncGenerator<readonly Key[]> {
   let count = 0;
-  for await (const key of source.keys()) {
-    count += 1;
+  for await (const batch of source.batches()) {
+    count += batch.length;
     if (count > maxKeys) throw new InvalidRequestError(`key source ${source.description}: more than ${maxKeys} keys (the limit a refresh holds in memory)`, { details: { source: source.description } });
-    if (matchesRestriction(key, restrict)) yield key;
+    const kept = restrict === undefined ? batch : batch.filter((key) => matchesRestriction(key, restrict));
+    if (kept.length > 0) yield kept;
   }
 }
 
@@ -80,8 +96,8 @@ export function createInlineSource(keys: readonly unknown[], options: Pick<KeySo
   const description = `inline keys (${keys.length})`;
   return {
     description,
-    async *keys() {
-      for (const [i, row] of keys.entries()) yield toKey(row, `${description} item ${i}`, { attributes: options.attributes });
+    async *batches() {
+      yield keys.map((row, i) => toKey(row, `${description} item ${i}`, { attributes: options.attributes }));
     },
   };
 }
@@ -89,6 +105,6 @@ export function createInlineSource(keys: readonly unknown[], options: Pick<KeySo
 /** Reads a whole source into an array (what a refresh does before it plans). */
 export async function readAllKeys(source: KeySource, restrict?: Restriction): Promise<Key[]> {
   const keys: Key[] = [];
-  for await (const key of source.keys(restrict)) keys.push(key);
+  for await (const batch of source.batches(restrict)) for (const key of batch) keys.push(key);
   return keys;
 }

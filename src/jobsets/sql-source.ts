@@ -18,7 +18,7 @@ import { InvalidRequestError } from '../errors.js';
 import { DatabaseSchemes, databaseUrlProblem, type SqlSourceSpec } from '../commands/jobset-schemas.js';
 import { JobSetDefaults } from '../commands/limits.js';
 import { decimalFromText, integerFromText, timestampFromText, toKey, type Key } from './key.js';
-import type { KeySourceOptions, RawKeySource } from './source.js';
+import { BATCH_KEYS, type KeySourceOptions, type RawKeySource } from './source.js';
 
 export interface SqlSourceOptions extends KeySourceOptions {
   readonly timeoutMs: number;
@@ -72,7 +72,7 @@ export function createSqlSource(spec: SqlSourceSpec, options: SqlSourceOptions):
   const driver = DatabaseSchemes[new URL(spec.url).protocol as keyof typeof DatabaseSchemes];
   return {
     description,
-    keys: () => (driver === 'pg' ? postgresKeys(spec, options, description) : mysqlKeys(spec, options, description)),
+    batches: () => (driver === 'pg' ? postgresKeys(spec, options, description) : mysqlKeys(spec, options, description)),
   };
 }
 
@@ -104,7 +104,7 @@ const pgTypes = {
   },
 };
 
-async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, description: string): AsyncGenerator<Key> {
+async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, description: string): AsyncGenerator<readonly Key[]> {
   const conn = connectionOf(spec, options.env, description);
   const client = new pg.Client({
     host: conn.host,
@@ -132,10 +132,9 @@ async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, des
     let row = 0;
     for (;;) {
       const result = await client.query<Record<string, unknown>>(`FETCH ${batch} FROM docket_keys`);
-      for (const r of result.rows) {
-        row += 1;
-        yield toKey(r, `${description} row ${row}`, { attributes: options.attributes });
-      }
+      const first = row;
+      row += result.rows.length;
+      if (result.rows.length > 0) yield result.rows.map((r, i) => toKey(r, `${description} row ${first + i + 1}`, { attributes: options.attributes }));
       if (result.rows.length < batch) break;
     }
     await client.query('COMMIT');
@@ -180,7 +179,7 @@ function mysqlTypeCast(field: TypeCastField, next: TypeCastNext): unknown {
   }
 }
 
-async function* mysqlKeys(spec: SqlSourceSpec, options: SqlSourceOptions, description: string): AsyncGenerator<Key> {
+async function* mysqlKeys(spec: SqlSourceSpec, options: SqlSourceOptions, description: string): AsyncGenerator<readonly Key[]> {
   const conn = connectionOf(spec, options.env, description);
   const connection = mysql.createConnection({
     host: conn.host,
@@ -207,10 +206,16 @@ async function* mysqlKeys(spec: SqlSourceSpec, options: SqlSourceOptions, descri
     await run('START TRANSACTION READ ONLY');
     const stream = connection.query({ sql: statementOf(spec.sql), timeout: options.timeoutMs }).stream({ highWaterMark: 1_000 });
     let row = 0;
+    let batch: Key[] = [];
     for await (const r of stream as AsyncIterable<Record<string, unknown> | FieldPacket>) {
       row += 1;
-      yield toKey(r, `${description} row ${row}`, { attributes: options.attributes });
+      batch.push(toKey(r, `${description} row ${row}`, { attributes: options.attributes }));
+      if (batch.length >= BATCH_KEYS) {
+        yield batch;
+        batch = [];
+      }
     }
+    if (batch.length > 0) yield batch;
     await run('COMMIT');
     done = true;
   } catch (err) {

@@ -85,6 +85,16 @@ describe('keys', () => {
   );
 });
 
+describe('keyIdentity', () => {
+  const anyName = fc.oneof(fc.string({ maxLength: 6 }), fc.string({ unit: 'grapheme', maxLength: 4 }), fc.constantFrom('1', '10', '2', 'a', 'B', '_', '\u00e9', 'ü'));
+  fcTest.prop([fc.oneof(fc.dictionary(anyName, fc.oneof(fc.integer(), fc.double(), fc.string({ maxLength: 6 }), fc.boolean(), fc.constant(null)), { maxKeys: 6 }), fc.jsonValue({ maxDepth: 3 }))], { numRuns: numRuns * 5 })(
+    'is exactly canonicalJson (the text keyed job ids are derived from), for keys and any other JSON',
+    (value) => {
+      expect(keyIdentity(value)).toBe(canonicalJson(value));
+    },
+  );
+});
+
 describe('restrict', () => {
   test('an object is AND, a list is OR, an attribute the key lacks does not match', () => {
     const key = { lab: 'smith', id: 3 };

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { InvalidRequestError } from '../../src/errors.js';
 import { createCommandSource } from '../../src/jobsets/command-source.js';
-import { createKeySource, readAllKeys } from '../../src/jobsets/source.js';
+import { createKeySource, keySourceOf, readAllKeys } from '../../src/jobsets/source.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'docket-keys-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -48,13 +48,13 @@ describe('command source', () => {
 
   test('the timeout stops the program', async () => {
     const started = Date.now();
-    const source = createCommandSource({ command: ['sh', '-c', 'echo \'{"a":1}\'; sleep 30'] }, { env, timeoutMs: 300 });
+    const source = keySourceOf(createCommandSource({ command: ['sh', '-c', 'echo \'{"a":1}\'; sleep 30'] }, { env, timeoutMs: 300 }));
     expect(await failure(readAllKeys(source))).toMatch(/timed out after 300 ms/);
     expect(Date.now() - started).toBeLessThan(10_000);
   });
 
   test('output beyond the bound stops the program', async () => {
-    const source = createCommandSource({ command: ['sh', '-c', 'while true; do echo \'{"a":1}\'; done'] }, { env, timeoutMs: 30_000, maxOutputBytes: 10_000 });
+    const source = keySourceOf(createCommandSource({ command: ['sh', '-c', 'while true; do echo \'{"a":1}\'; done'] }, { env, timeoutMs: 30_000, maxOutputBytes: 10_000 }));
     expect(await failure(readAllKeys(source))).toMatch(/printed more than 10000 bytes/);
   });
 

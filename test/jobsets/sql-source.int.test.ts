@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { InvalidRequestError } from '../../src/errors.js';
 import type { Key } from '../../src/jobsets/key.js';
-import { createKeySource, readAllKeys } from '../../src/jobsets/source.js';
+import { createKeySource, keySourceOf, readAllKeys } from '../../src/jobsets/source.js';
 import { createSqlSource } from '../../src/jobsets/sql-source.js';
 
 const PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
@@ -179,7 +179,7 @@ describe.skipIf(missing !== undefined)('SQL key sources on PostgreSQL and MariaD
   });
 
   test('big results stream in batches, with restrict applied to the keys', async () => {
-    const pgSource = createSqlSource({ url: PG_URL, sql: 'SELECT g AS n FROM generate_series(1, 25000) g;' }, { env, timeoutMs: 60_000, batchRows: 1_000 });
+    const pgSource = keySourceOf(createSqlSource({ url: PG_URL, sql: 'SELECT g AS n FROM generate_series(1, 25000) g;' }, { env, timeoutMs: 60_000, batchRows: 1_000 }));
     let count = 0;
     for await (const key of pgSource.keys()) count += key['n'] === count + 1 ? 1 : 0;
     expect(count).toBe(25_000);
