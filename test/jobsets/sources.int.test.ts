@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
 import { InvalidRequestError } from '../../src/errors.js';
 import { createCommandSource } from '../../src/jobsets/command-source.js';
+import { readRefreshInputs } from '../../src/jobsets/refresh-inputs.js';
 import { createKeySource, keySourceOf, readAllKeys } from '../../src/jobsets/source.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'docket-keys-'));
@@ -88,5 +89,18 @@ describe('inline source and restrict', () => {
     expect(await readAllKeys(source)).toEqual([{ lab: 'smith', id: 1, flag: 1 }, { lab: 'jones', id: 2, flag: 0 }]);
     expect(await readAllKeys(source, { lab: 'jones' })).toEqual([{ lab: 'jones', id: 2, flag: 0 }]);
     expect(await readAllKeys(source, [{ id: 1 }, { id: 2 }])).toHaveLength(2);
+  });
+});
+
+describe('readRefreshInputs', () => {
+  test('reads the projected source and the whole target; a failing target fails the read naming it', async () => {
+    writeFileSync(join(dir, 'target.jsonl'), '{"subject":1,"session":2,"method":"a"}\n');
+    const inputs = await readRefreshInputs(
+      { key_source: { keys: [{ subject: 1, session: 2, note: 'x' }, { subject: 1, session: 3, note: 'y' }] }, target: { file: 'target.jsonl' }, attributes: ['subject', 'session'] },
+      { env, cwd: dir },
+    );
+    expect(inputs).toEqual({ source: [{ subject: 1, session: 2 }, { subject: 1, session: 3 }], target: [{ subject: 1, session: 2, method: 'a' }] });
+    expect(await failure(readRefreshInputs({ key_source: { keys: [{ a: 1 }] }, target: { file: 'missing.jsonl' } }, { env, cwd: dir }))).toBe('key source file missing.jsonl: no such file');
+    expect(await readRefreshInputs({ key_source: { keys: [{ a: 1 }] } }, { env })).toEqual({ source: [{ a: 1 }], target: [] });
   });
 });
