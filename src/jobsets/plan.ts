@@ -152,6 +152,25 @@ function isHolding(status: JobSetStatus): boolean {
   return status === 'pending' || status === 'reserved' || status === 'ignore';
 }
 
+/**
+ * Source keys (within `restrict`) that are not in the target, once each, in source order: seed
+ * 001's direct mode (`populate --direct`: `(key_source & restrictions) - target`, no jobs), and
+ * seed 000's `remaining` in a job set's progress view (its length).
+ */
+export function missingKeys(source: Iterable<Key>, target: Iterable<Key> | undefined, restrict?: Restriction): Key[] {
+  const index = new TargetIndex(target === undefined ? [] : [...target]);
+  const seen = new Set<string>();
+  const missing: Key[] = [];
+  for (const key of source) {
+    const identity = identityOf(key);
+    if (seen.has(identity)) continue;
+    seen.add(identity);
+    if (restrict !== undefined && !matchesRestriction(key, restrict)) continue;
+    if (!index.has(key, identity)) missing.push(key);
+  }
+  return missing;
+}
+
 export function planRefresh(input: RefreshPlanInput): RefreshPlan {
   const { settings, nowMs } = input;
   // The source by identity, first occurrence wins (a source may repeat a row).

@@ -9,7 +9,7 @@ import fc from 'fast-check';
 import { describe, expect, expectTypeOf, test } from 'vitest';
 import type { JobRecord } from '../../src/store/job-store.js';
 import type { Key } from '../../src/jobsets/key.js';
-import { jobSetStatusOf, planRefresh, type JobSetStatus, type PlanJob, type RefreshPlan } from '../../src/jobsets/plan.js';
+import { jobSetStatusOf, missingKeys, planRefresh, type JobSetStatus, type PlanJob, type RefreshPlan } from '../../src/jobsets/plan.js';
 import type { Restriction, RestrictionTerm } from '../../src/jobsets/restrict.js';
 import type { ResolvedRefreshSettings } from '../../src/jobsets/settings.js';
 import { planJobOf, type PlannableRecord } from '../../src/jobsets/plan-jobs.js';
@@ -178,6 +178,18 @@ describe('planRefresh against seed 000', () => {
     const again = planRefresh({ source, target, jobs: after, restrict, settings, nowMs: NOW });
     expect(again.actions).toEqual([]);
     expect(again.counts).toEqual({ added: 0, removed: 0, orphaned: 0, re_pended: 0 });
+  });
+});
+
+describe('missingKeys (direct mode, remaining)', () => {
+  fcTest.prop([caseArb], { numRuns })('is the restricted source minus the target, once each, in source order', ({ source, target, restrict }) => {
+    const expected = source.filter((k, i) => within(k, restrict) && !inTarget(k, target) && source.findIndex((s) => sameKey(s, k)) === i);
+    expect(missingKeys(source, target, restrict)).toEqual(expected);
+  });
+
+  fcTest.prop([caseArb], { numRuns })('a refresh into an empty job set adds exactly the missing keys', ({ source, target, restrict, settings }) => {
+    const adds = planRefresh({ source, target, jobs: [], restrict, settings, nowMs: NOW }).actions.flatMap((a) => (a.type === 'add' ? [a.key] : []));
+    expect(adds).toEqual(missingKeys(source, target, restrict));
   });
 });
 
