@@ -13,6 +13,7 @@ import { z } from 'zod';
 import { eventJsonSchemas } from '../nats/event-schemas.js';
 import { Limits } from './limits.js';
 import { replyJsonSchemas } from './reply-schemas.js';
+import { commandSourceSchema, fileSourceSchema, inlineSourceSchema, jobSetPutSchema, refreshSchema, sqlSourceSchema } from './jobset-schemas.js';
 import {
   cancelSchema,
   claimSchema,
@@ -123,6 +124,43 @@ function move(): JsonSchema {
   };
 }
 
+/**
+ * zod writes a union of primitive types as `type: [...]`, which strict validators (Ajv's
+ * strictTypes) refuse; the same union as `anyOf`, everywhere in `schema`.
+ */
+function typeUnionsAsAnyOf(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(typeUnionsAsAnyOf);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: JsonSchema = {};
+  for (const [k, v] of Object.entries(schema)) out[k] = typeUnionsAsAnyOf(v);
+  if (Array.isArray(out['type'])) {
+    const { type, ...rest } = out;
+    return { ...rest, anyOf: (type as string[]).map((t) => ({ type: t })) };
+  }
+  return out;
+}
+
+/** A key source or target: one of four forms (the node picks the form by its naming field). */
+function keySource(): JsonSchema {
+  const sql = generate(sqlSourceSchema);
+  const url = properties(sql)['url']!;
+  url['description'] = 'postgres://, postgresql://, mysql:// or mariadb://, holding no password (give password_env): checked by the node.';
+  return {
+    description: 'A key source: {url, sql, password_env?, timeout_ms?} (PostgreSQL or MariaDB/MySQL), {command: [argv...], timeout_ms?} (stdout is JSON lines), {file: path} (JSON lines) or {keys: [...]}.',
+    anyOf: [sql, generate(commandSourceSchema), generate(fileSourceSchema), typeUnionsAsAnyOf(generate(inlineSourceSchema))],
+  };
+}
+
+/** jobset.put: zod's output with the key source's four forms put in (its validator picks one by hand). */
+function jobSetPut(): JsonSchema {
+  const json = generate(jobSetPutSchema);
+  const props = properties(json);
+  props['key_source'] = keySource();
+  props['target'] = keySource();
+  const required = new Set([...((json['required'] as string[] | undefined) ?? []), 'queue', 'key_source']);
+  return { ...json, required: [...required] };
+}
+
 /** Every schema by file name (without .json): `cmd.<verb>` and `work.<verb>` by subject, and the job spec. */
 export function jsonSchemas(): Record<string, JsonSchema> {
   return {
@@ -149,6 +187,8 @@ export function jsonSchemas(): Record<string, JsonSchema> {
     'cmd.retry_all': request('docket.cmd.retry_all request', 'Retry every failed job of the queue whose retry chain has no retry yet (failed at or after `since`), one event per job; dry_run answers the count only.', generate(retryAllSchema)),
     'cmd.cancel_all': request('docket.cmd.cancel_all request', 'Cancel every queued, waiting or delayed job of the queue, one event per job; dry_run answers the count only.', generate(cancelAllSchema)),
     'cmd.clean': request('docket.cmd.clean request', 'Remove from every view (job.removed, reason cleaned) the jobs of one terminal status that ended at least older_than_ms ago; the log keeps them. dry_run answers the count only.', generate(cleanSchema)),
+    'cmd.jobset.put': request('docket.cmd.jobset.put request', "Make a queue a job set (DataJoint's jobs table): its key source, target and settings.", jobSetPut()),
+    'cmd.refresh': request('docket.cmd.refresh request', "Refresh a job set (seed 000's jobs.refresh): add missing keys, re-pend, remove stale and orphaned jobs.", typeUnionsAsAnyOf(generate(refreshSchema)) as JsonSchema),
     'work.claim': request('docket.work.<queue>.claim request', 'Claim up to `max` jobs of the queue.', generate(claimSchema)),
     'work.heartbeat': request('docket.work.<queue>.heartbeat request', 'Extend the leases of these runs; the reply names the runs that lost their job.', generate(heartbeatSchema)),
     'work.complete': request('docket.work.<queue>.complete request', 'A run succeeded, or many runs ended at once ({runs: [...]}, each answered on its own).', { anyOf: [generate(completeSchema), generate(completeBatchSchema)] }),

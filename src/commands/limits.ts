@@ -49,6 +49,52 @@ export const Limits = {
   MaxReservationTtlMs: 24 * 3_600_000,
   /** Free text on queue and reservation commands (a pause's reason, a holder, an actor). */
   MaxNoteChars: 1_000,
+  /**
+   * Job sets (issue 14). A refresh holds its source's and target's keys in memory while it plans
+   * (about 150-200 bytes each with their identities): two million keys stay well under a
+   * gigabyte on a 24 GiB node; a bigger source is refused, naming the limit.
+   */
+  MaxSourceKeys: 2_000_000,
+  /** `{keys: [...]}` travels in the jobset.put command, which must fit NATS's 1 MiB payload. */
+  MaxInlineKeys: 10_000,
+  /** A key source's SQL text. */
+  MaxSourceSqlBytes: 64 * 1024,
+  /** A `{command: [...]}` source's argv: arguments, and bytes per argument. */
+  MaxCommandArgs: 256,
+  MaxCommandArgBytes: 4 * 1024,
+  /** A command's stdout: 2,000,000 keys of ~100 bytes fit; a runaway command is stopped here. */
+  MaxCommandOutputBytes: 256 * 1024 * 1024,
+  /** How much of a failing command's stderr its error quotes (the end, where the reason usually is). */
+  MaxCommandStderrExcerpt: 2 * 1024,
+  /** A key source query or command runs at most this long (its own timeout_ms may be shorter). */
+  MaxKeySourceTimeoutMs: 3_600_000,
+  /** Attributes a job set may declare (a primary key of more is a mistake). */
+  MaxKeyAttributes: 64,
+  /** OR-terms in a refresh's restrict. */
+  MaxRestrictTerms: 1_000,
+  /** stale_timeout_s and orphan_timeout_s: ten years, like MaxDelayMs. */
+  MaxJobSetTimeoutS: 10 * 366 * 24 * 3_600,
+} as const;
+
+/**
+ * docket's defaults of a job set (seed 000's `dj.config['jobs.*']`), the last step of the
+ * precedence command > job set setting > default (src/jobsets/settings.ts).
+ */
+export const JobSetDefaults = {
+  /** DataJoint's default: a succeeded job leaves the job set's views once it succeeds. */
+  keepCompleted: false,
+  /** Seed 000: one hour; 0 skips stale cleanup. */
+  staleTimeoutS: 3_600,
+  /** Seed 000: no orphan cleanup unless a refresh asks for it. */
+  orphanTimeoutS: null,
+  autoRefresh: true,
+  defaultPriority: 5,
+  /** New jobs are due at once. */
+  delayMs: 0,
+  /** A key source query or command without its own timeout_ms. */
+  keySourceTimeoutMs: 300_000,
+  /** Connecting to a key source's database. */
+  connectTimeoutMs: 10_000,
 } as const;
 
 /** Defaults of a submitted job (documented in README). */

@@ -18,6 +18,7 @@ import type { z } from 'zod';
 import { describe, expect, test } from 'vitest';
 import { JOB_STATUSES } from '../../machines/index.js';
 import { jsonSchemas, schemaFileText, shippedSchemas } from '../../src/commands/json-schemas.js';
+import { jobSetPutSchema, refreshSchema } from '../../src/commands/jobset-schemas.js';
 import {
   cancelSchema,
   claimSchema,
@@ -72,6 +73,8 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.retry_all': (v) => retryAllSchema.safeParse(v),
   'cmd.cancel_all': (v) => cancelAllSchema.safeParse(v),
   'cmd.clean': (v) => cleanSchema.safeParse(v),
+  'cmd.jobset.put': (v) => jobSetPutSchema.safeParse(v),
+  'cmd.refresh': (v) => refreshSchema.safeParse(v),
   'work.claim': (v) => claimSchema.safeParse(v),
   'work.heartbeat': (v) => heartbeatSchema.safeParse(v),
   'work.complete': (v) => (v !== null && typeof v === 'object' && 'runs' in v ? completeBatchSchema.safeParse(v) : completeSchema.safeParse(v)),
@@ -132,7 +135,57 @@ function arbs(mode: Mode) {
     fc.record({ stack: fc.string() }),
   );
   const required = <K extends string>(...keys: K[]) => ({ requiredKeys: mode === 'valid' ? keys : [] });
+  // Job sets (src/commands/jobset-schemas.ts): key attributes, key sources, restrictions.
+  const attrName = fc.stringMatching(/^[a-z_]{1,10}$/).filter((a) => a !== 'prototype' && a !== '__proto__');
+  const scalar = fc.oneof(fc.string({ maxLength: 6 }), fc.integer(), fc.boolean(), fc.constant(null));
+  const keyObject = fc.dictionary(attrName, scalar, { minKeys: 1, maxKeys: 3 });
+  const timeoutMs = int(1000, 3_600_000);
+  const keySource = pick(
+    fc.oneof(
+      fc.record(
+        {
+          url: fc.constantFrom('postgres://app@db:5432/lab', 'postgresql://db/lab', 'mysql://root@127.0.0.1:3306/test', 'mariadb://u@h/d'),
+          sql: fc.string({ minLength: 1, maxLength: 40 }),
+          password_env: fc.stringMatching(/^[A-Za-z_][A-Za-z0-9_]{0,20}$/),
+          timeout_ms: timeoutMs,
+        },
+        { requiredKeys: ['url', 'sql'] },
+      ),
+      fc.record({ command: fc.array(fc.string({ minLength: 1, maxLength: 10 }), { minLength: 1, maxLength: 4 }), timeout_ms: timeoutMs }, { requiredKeys: ['command'] }),
+      fc.record({ file: fc.string({ minLength: 1, maxLength: 40 }) }),
+      fc.record({ keys: fc.array(keyObject, { maxLength: 3 }) }),
+    ),
+    fc.oneof(fc.constant({ url: 'postgres://app:secret@db/lab', sql: 'SELECT 1' }), fc.constant({ command: [] }), fc.constant({ file: '' }), fc.constant({ sql: 'SELECT 1' }), fc.record({ keys: fc.constant([{}]) })),
+  );
+  const restrictTerm = fc.dictionary(attrName, scalar, { maxKeys: 3 });
   return {
+    'cmd.jobset.put': fc.record(
+      {
+        id: commandId,
+        queue,
+        key_source: keySource,
+        target: keySource,
+        attributes: pick(fc.uniqueArray(attrName, { minLength: 1, maxLength: 4 }), fc.oneof(fc.constant([]), fc.constant(['a', 'a']))),
+        keep_completed: pick(fc.boolean(), fc.constant('yes')),
+        stale_timeout_s: int(0, 316_224_000),
+        auto_refresh: pick(fc.boolean(), fc.constant(1)),
+        default_priority: int(0, 255),
+        version: text(1, 255),
+      },
+      required('queue', 'key_source'),
+    ),
+    'cmd.refresh': fc.record(
+      {
+        id: commandId,
+        queue,
+        restrict: pick(fc.oneof(restrictTerm, fc.array(restrictTerm, { maxLength: 3 })), fc.constant('lab = smith')),
+        delay_ms: int(0, 316_224_000_000),
+        priority: int(0, 255),
+        stale_timeout_s: int(0, 316_224_000),
+        orphan_timeout_s: int(1, 316_224_000),
+      },
+      required('queue'),
+    ),
     'job-spec': jobSpec,
     'cmd.submit': fc.oneof(
       fc.tuple(jobSpec, fc.option(commandId, { nil: undefined })).map(([spec, id]) => (id === undefined ? spec : { ...spec, id })),

@@ -1,0 +1,268 @@
+/**
+ * The refresh planner: seed 000's `jobs.refresh()` as a pure function. Given the source's keys,
+ * the target's keys, the queue's current jobs, the resolved settings and the time, it returns
+ * what to do, in seed 000's order, and the counts the command answers with:
+ *
+ * 1. add: every key of the source within `restrict` that is not in the target and has no job
+ *    (any status, ignored included: an ignored key has its job);
+ * 2. re-pend (keep_completed only): a key within `restrict`, in the source and not in the target,
+ *    whose latest job succeeded (and that has no pending, running or ignored job) gets a new
+ *    pending job in place of its success job(s);
+ * 3. stale (stale_timeout_s > 0): every job, any status but ignore, created more than
+ *    stale_timeout_s ago whose key is no longer in the (whole) source is removed;
+ * 4. orphan (orphan_timeout_s given): every running job claimed more than orphan_timeout_s ago
+ *    (not already removed as stale) is removed, and its key added again as pending when it is
+ *    still in the source, not in the target, and holds no other pending, running or ignored job
+ *    (seed 000's edge case: a worker that crashed after writing its target row leaves nothing
+ *    to redo).
+ *
+ * `restrict` narrows what is queued (steps 1 and 2: seed 000's "conditions to filter key_source
+ * for adding new jobs"); removals look at the whole source and every job, else a restricted
+ * refresh would call every job outside its restriction stale. Times are compared strictly
+ * ("older than"), so a job created at `now` is never stale or orphaned in the same instant,
+ * which is what makes planning again right after applying a plan a no-op.
+ *
+ * A target row matches a source key when it has every attribute of the key with the same value
+ * (extra target attributes, e.g. DataJoint's legacy non-FK primary key parts, are ignored).
+ * Key identity is canonical JSON (src/ids.ts), the string keyed job ids are derived from.
+ * No I/O, no clock, no ids: the caller turns actions into events.
+ */
+import type { JobStatus } from '../../machines/index.js';
+import { keyIdentity, type Key, type KeyValue } from './key.js';
+import { matchesRestriction, type Restriction } from './restrict.js';
+import type { ResolvedRefreshSettings } from './settings.js';
+
+/** Seed 000's statuses of a job in a job set. */
+export type JobSetStatus = 'pending' | 'reserved' | 'success' | 'error' | 'ignore';
+
+/**
+ * docket's job states as seed 000's statuses, as the progress view counts them
+ * (src/projections/progress.ts: error = failed, ignore = ignored + skipped). `skipped` (its
+ * handler found nothing to do for the key) holds its key as `ignore` does, so a refresh does not
+ * queue it again each time; `cancelled`, which progress counts apart, holds its key as `error`
+ * does (stale cleanup may remove it; a delete frees the key). Exhaustive: a new JobStatus fails
+ * to compile here.
+ */
+export function jobSetStatusOf(status: Exclude<JobStatus, 'removed'>): JobSetStatus {
+  switch (status) {
+    case 'new':
+    case 'waiting':
+    case 'queued':
+      return 'pending';
+    case 'running':
+      return 'reserved';
+    case 'succeeded':
+      return 'success';
+    case 'failed':
+    case 'cancelled':
+      return 'error';
+    case 'ignored':
+    case 'skipped':
+      return 'ignore';
+    default: {
+      const never: never = status;
+      throw new Error(`unknown job status ${String(never)}`);
+    }
+  }
+}
+
+/** One job the job set's views show (not removed): keyed jobs only, unkeyed ones are outside the plan. */
+export interface PlanJob {
+  readonly jobId: string;
+  /** The job's key as submitted (compared by canonical JSON). */
+  readonly key: Key | string;
+  /** `canonicalJson(key)` when the caller has it already (the key index keeps it): saves computing it. */
+  readonly identity?: string | undefined;
+  readonly status: JobSetStatus;
+  /** When job.submitted was appended (seed 000's created_time). */
+  readonly createdAtMs: number;
+  /** When its run was claimed (seed 000's reserved_time); orphan age counts from it, else from createdAtMs. */
+  readonly reservedAtMs?: number | null | undefined;
+}
+
+export interface RefreshPlanInput {
+  /** Every key of the source (not restricted: step 3 needs them all). */
+  readonly source: Iterable<Key>;
+  readonly restrict?: Restriction | undefined;
+  /** The target's rows (keys already computed); none: nothing is computed yet. */
+  readonly target?: Iterable<Key> | undefined;
+  /** The queue's current jobs, in submit order. */
+  readonly jobs: Iterable<PlanJob>;
+  readonly settings: ResolvedRefreshSettings;
+  readonly nowMs: number;
+}
+
+export type PlanAction =
+  /** Step 1: submit a pending job for the key. */
+  | { readonly type: 'add'; readonly key: Key; readonly identity: string }
+  /** Step 2: remove these success jobs of the key and submit a pending job for it. */
+  | { readonly type: 're_pend'; readonly key: Key; readonly identity: string; readonly removeJobIds: readonly string[] }
+  /** Step 3: remove a job whose key left the source. */
+  | { readonly type: 'remove_stale'; readonly jobId: string; readonly identity: string }
+  /** Step 4: remove an orphaned running job; `reAdd`: submit a pending job for `key` again. */
+  | { readonly type: 'orphan'; readonly jobId: string; readonly identity: string; readonly key: Key | null; readonly reAdd: boolean };
+
+export interface RefreshCounts {
+  readonly added: number;
+  readonly removed: number;
+  readonly orphaned: number;
+  readonly re_pended: number;
+}
+
+export interface RefreshPlan {
+  /** In seed 000's order: adds, re-pends, stale removals, orphans. */
+  readonly actions: readonly PlanAction[];
+  readonly counts: RefreshCounts;
+  /** Every job the plan submits (adds, re-pends, orphan re-adds) takes this priority... */
+  readonly priority: number;
+  /** ...and is due at this time (now + delay). */
+  readonly runAtMs: number;
+}
+
+/** The key's identity, the string keyed job ids are derived from (canonical JSON). */
+export function identityOf(key: Key | string): string {
+  return keyIdentity(key);
+}
+
+/** Target rows indexed by their projection onto each attribute set the source's keys use. */
+class TargetIndex {
+  private readonly byAttributes = new Map<string, Set<string>>();
+  constructor(private readonly rows: readonly Key[]) {}
+
+  has(key: Key, identity: string): boolean {
+    if (this.rows.length === 0) return false;
+    const names = Object.keys(key).sort();
+    const signature = names.join('\u0000');
+    let set = this.byAttributes.get(signature);
+    if (set === undefined) {
+      set = new Set();
+      for (const row of this.rows) {
+        if (!names.every((n) => Object.hasOwn(row, n))) continue;
+        const projected: Record<string, KeyValue> = {};
+        for (const n of names) projected[n] = row[n] as KeyValue;
+        set.add(keyIdentity(projected));
+      }
+      this.byAttributes.set(signature, set);
+    }
+    return set.has(identity);
+  }
+}
+
+function isHolding(status: JobSetStatus): boolean {
+  return status === 'pending' || status === 'reserved' || status === 'ignore';
+}
+
+/**
+ * Source keys (within `restrict`) that are not in the target, once each, in source order: seed
+ * 001's direct mode (`populate --direct`: `(key_source & restrictions) - target`, no jobs), and
+ * seed 000's `remaining` in a job set's progress view (its length).
+ */
+export function missingKeys(source: Iterable<Key>, target: Iterable<Key> | undefined, restrict?: Restriction): Key[] {
+  const index = new TargetIndex(target === undefined ? [] : [...target]);
+  const seen = new Set<string>();
+  const missing: Key[] = [];
+  for (const key of source) {
+    const identity = identityOf(key);
+    if (seen.has(identity)) continue;
+    seen.add(identity);
+    if (restrict !== undefined && !matchesRestriction(key, restrict)) continue;
+    if (!index.has(key, identity)) missing.push(key);
+  }
+  return missing;
+}
+
+export function planRefresh(input: RefreshPlanInput): RefreshPlan {
+  const { settings, nowMs } = input;
+  // The source by identity, first occurrence wins (a source may repeat a row).
+  // The source by identity, first occurrence wins (a source may repeat a row); in source order
+  // in two arrays, so walking it allocates nothing per key.
+  const source = new Map<string, Key>();
+  const sourceIds: string[] = [];
+  const sourceKeys: Key[] = [];
+  for (const key of input.source) {
+    const identity = identityOf(key);
+    if (source.has(identity)) continue;
+    source.set(identity, key);
+    sourceIds.push(identity);
+    sourceKeys.push(key);
+  }
+  const target = new TargetIndex(input.target === undefined ? [] : [...input.target]);
+
+  // Each job's identity once; most keys hold one job, kept without an array.
+  const jobs = Array.isArray(input.jobs) ? (input.jobs as readonly PlanJob[]) : [...input.jobs];
+  const identities = jobs.map((job) => job.identity ?? identityOf(job.key));
+  const jobsByKey = new Map<string, PlanJob | PlanJob[]>();
+  for (let i = 0; i < jobs.length; i++) {
+    const job = jobs[i]!;
+    const identity = identities[i]!;
+    const held = jobsByKey.get(identity);
+    if (held === undefined) jobsByKey.set(identity, job);
+    else if (Array.isArray(held)) held.push(job);
+    else jobsByKey.set(identity, [held, job]);
+  }
+  const jobsOf = (identity: string): readonly PlanJob[] => {
+    const held = jobsByKey.get(identity);
+    return held === undefined ? [] : Array.isArray(held) ? held : [held as PlanJob];
+  };
+
+  const adds: PlanAction[] = [];
+  const rePends: PlanAction[] = [];
+  for (let s = 0; s < sourceIds.length; s++) {
+    const identity = sourceIds[s]!;
+    const key = sourceKeys[s]!;
+    if (input.restrict !== undefined && !matchesRestriction(key, input.restrict)) continue;
+    const hasJob = jobsByKey.has(identity);
+    // With every key holding a job and no keep_completed (a refresh that adds nothing), the
+    // target need not be asked.
+    if (hasJob && !settings.keepCompleted) continue;
+    if (target.has(key, identity)) continue;
+    if (!hasJob) {
+      adds.push({ type: 'add', key, identity });
+      continue;
+    }
+    const held = jobsOf(identity);
+    if (held.some((job) => isHolding(job.status))) continue;
+    // The latest job decides (a retry chain's failure followed by a success is a success).
+    let latest = held[0]!;
+    for (const job of held) if (job.createdAtMs >= latest.createdAtMs) latest = job;
+    if (latest.status !== 'success') continue;
+    rePends.push({ type: 're_pend', key, identity, removeJobIds: held.filter((job) => job.status === 'success').map((job) => job.jobId) });
+  }
+
+  const stale: PlanAction[] = [];
+  const removed = new Set<string>();
+  if (settings.staleTimeoutS > 0) {
+    const before = nowMs - settings.staleTimeoutS * 1000;
+    for (let i = 0; i < jobs.length; i++) {
+      const job = jobs[i]!;
+      if (job.status === 'ignore' || job.createdAtMs >= before) continue;
+      const identity = identities[i]!;
+      if (source.has(identity)) continue;
+      stale.push({ type: 'remove_stale', jobId: job.jobId, identity });
+      removed.add(job.jobId);
+    }
+  }
+
+  const orphans: PlanAction[] = [];
+  if (settings.orphanTimeoutS !== null) {
+    const before = nowMs - settings.orphanTimeoutS * 1000;
+    for (let i = 0; i < jobs.length; i++) {
+      const job = jobs[i]!;
+      if (job.status !== 'reserved' || removed.has(job.jobId)) continue;
+      if ((job.reservedAtMs ?? job.createdAtMs) >= before) continue;
+      const identity = identities[i]!;
+      const key = source.get(identity);
+      const othersHold = jobsOf(identity).some((other) => other.jobId !== job.jobId && !removed.has(other.jobId) && isHolding(other.status));
+      const reAdd = key !== undefined && !target.has(key, identity) && !othersHold;
+      orphans.push({ type: 'orphan', jobId: job.jobId, identity, key: key ?? null, reAdd });
+      removed.add(job.jobId);
+    }
+  }
+
+  return {
+    actions: [...adds, ...rePends, ...stale, ...orphans],
+    counts: { added: adds.length, removed: stale.length, orphaned: orphans.length, re_pended: rePends.length },
+    priority: settings.priority,
+    runAtMs: nowMs + settings.delayMs,
+  };
+}
