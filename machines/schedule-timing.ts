@@ -242,6 +242,13 @@ export function jitterOf(jitterMs: number, seed: string, tick: string): number {
   return Math.floor((fnv1a(`${seed}\u0000${tick}`) / 0x1_0000_0000) * jitterMs);
 }
 
+/** The planner's bounds (ScheduleTiming gives the defaults). */
+export interface PlanLimits {
+  readonly MaxMissEventsPerRun: number;
+  readonly MaxCatchupFires: number;
+  readonly MaxTicksPerRun: number;
+}
+
 export interface PlanInput {
   readonly spec: TimingSpec;
   /** Stable per schedule (its name): jitter is derived from (seed, tick). */
@@ -260,7 +267,7 @@ export interface PlanInput {
   readonly previousJobLive: boolean;
   /** The schedule's template is archived: its ticks are missed. */
   readonly templateArchived?: boolean;
-  readonly limits?: Partial<typeof ScheduleTiming>;
+  readonly limits?: Partial<PlanLimits>;
 }
 
 export type PlanStep = { readonly kind: 'fire'; readonly tick: string } | { readonly kind: 'missed'; readonly data: ScheduleMissedData };
@@ -338,7 +345,7 @@ class StepList {
 export function planTicks(input: PlanInput): Plan {
   const { spec, seed, now, upSince, previousJobLive } = input;
   if (input.enabledSince === null) return EMPTY_PLAN;
-  const limits = { ...ScheduleTiming, ...input.limits };
+  const limits: PlanLimits = { ...ScheduleTiming, ...input.limits };
   const enabledSince = Date.parse(input.enabledSince);
   const endAt = spec.end_at ? Date.parse(spec.end_at) : Infinity;
   const ended = now >= endAt;
