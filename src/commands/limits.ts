@@ -38,6 +38,39 @@ export const Limits = {
   MaxClaimWaitMs: 60_000,
   MinLeaseMs: 1_000,
   MaxLeaseMs: 24 * 3_600_000,
+  /** Template and schedule names: one subject token, short enough to read in a table. */
+  MaxScheduleNameChars: 128,
+  /** A cron expression's length: the longest useful pattern (lists of every minute) fits. */
+  MaxCronChars: 256,
+  /** A note or description on a schedule or template. */
+  MaxNoteChars: 1_000,
+  /** A tick fires up to this much after its time (jitter): beyond an hour it is another schedule. */
+  MaxScheduleJitterMs: 3_600_000,
+  /** Missed ticks older than a catch-up window are never caught up; a year covers any outage worth catching up. */
+  MaxCatchupWindowMs: 366 * 24 * 3_600_000,
+  /**
+   * One backfill spans at most a year and fires at most 10,000 ticks (both checked: the tick
+   * count needs the schedule's cron): a backfill is one request appending one fire and one job
+   * per tick, bounded like a submit batch (MaxBatchJobs).
+   */
+  MaxBackfillRangeMs: 366 * 24 * 3_600_000,
+  MaxBackfillTicks: 10_000,
+  /** `schedule.preview` lists at most this many fire times. */
+  MaxPreviewCount: 1_000,
+  DefaultPreviewCount: 5,
+} as const;
+
+/**
+ * Defaults of a schedule put (documented in README, "Schedules and templates"): written into the
+ * schedule.put event, so the log says what was in force.
+ */
+export const ScheduleDefaults = {
+  timezone: 'UTC',
+  jitterMs: 0,
+  /** After downtime, one fire for the newest missed tick (what a person usually wants from "nightly"). */
+  catchup: 'latest',
+  /** A tick while the previous fire's job is still live is missed: no pile-up of runs. */
+  overlap: 'skip',
 } as const;
 
 /** Defaults of a submitted job (documented in README). */
