@@ -37,6 +37,7 @@ import { JobStore } from './store/job-store.js';
 import { LogTail, type LogTailOptions } from './store/log-tail.js';
 import { PartitionWriters } from './store/partition-writers.js';
 import { withinMs } from './timing.js';
+import { previewSchedule } from './schedules/preview.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
 const CATCH_UP_MAX_MS = 2_000;
@@ -211,6 +212,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   commands.register('get', (body) => getJob(queries, validate(getSchema, body)));
   commands.register('list', (body) => listJobs(queries, validate(listSchema, body)));
   commands.register('progress', (body) => progressOf(queries, validate(progressSchema, body)));
+  commands.register('schedule.preview', (body) => ({ ...previewSchedule(clock, body) }));
 
   let lastCheckpointSeq = fromSeq - 1;
   let writing: Promise<void> | undefined;

@@ -24,6 +24,7 @@ const COMMAND_MODULES: readonly { readonly names: readonly string[]; load(): Pro
   { names: ['tail'], load: async () => (await import('./tail.js')).registerTail },
   { names: ['replay', 'audit', 'explain', 'export'], load: async () => (await import('./audit-commands.js')).registerAuditCommands },
   { names: ['work', 'retry', 'move'], load: async () => (await import('./work-commands.js')).registerWorkCommands },
+  { names: ['schedule'], load: async () => (await import('./schedule-commands.js')).registerScheduleCommands },
 ];
 
 /** Past the end of a command, the process exits even if a handle (a socket) lingers. */
