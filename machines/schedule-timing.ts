@@ -209,6 +209,120 @@ export function* ticksAfter(source: TickSource, after: number): Generator<number
   }
 }
 
+/**
+ * How many times of day a cron matches before a second of the day, from croner's parsed fields:
+ * on a day that matches, every (hour, minute, second) of the pattern matches, so the count is
+ * arithmetic. Lets a long stretch of ticks be counted without listing them (countTicks).
+ */
+class TimesOfDay {
+  private readonly hours: readonly number[];
+  private readonly minutes: readonly number[];
+  private readonly hourPrefix: number[];
+  private readonly minutePrefix: number[];
+  private readonly secondPrefix: number[];
+  private readonly perHour: number;
+  private readonly perMinute: number;
+
+  constructor(cron: string) {
+    const pattern = new CronPattern(cron, undefined, CRON_OPTIONS);
+    const prefix = (flags: readonly number[]) => flags.reduce<number[]>((acc, flag) => [...acc, acc.at(-1)! + (flag ? 1 : 0)], [0]);
+    this.hours = pattern.hour;
+    this.minutes = pattern.minute;
+    this.hourPrefix = prefix(pattern.hour);
+    this.minutePrefix = prefix(pattern.minute);
+    this.secondPrefix = prefix(pattern.second);
+    this.perMinute = this.secondPrefix[60]!;
+    this.perHour = this.minutePrefix[60]! * this.perMinute;
+  }
+
+  /** Matching times of day at seconds 0 .. n-1 (n from 0 to 86,400). */
+  before(n: number): number {
+    if (n <= 0) return 0;
+    const hour = Math.floor(n / 3_600);
+    let count = this.hourPrefix[Math.min(hour, 24)]! * this.perHour;
+    if (hour < 24 && this.hours[hour]) {
+      const rest = n - hour * 3_600;
+      const minute = Math.floor(rest / 60);
+      count += this.minutePrefix[minute]! * this.perMinute;
+      if (this.minutes[minute]) count += this.secondPrefix[rest - minute * 60]!;
+    }
+    return count;
+  }
+}
+
+const timesOfDay = new Map<string, TimesOfDay>();
+function timesOfDayOf(cron: string): TimesOfDay {
+  let t = timesOfDay.get(cron);
+  if (t === undefined) {
+    t = new TimesOfDay(cron);
+    if (timesOfDay.size >= 10_000) timesOfDay.clear();
+    timesOfDay.set(cron, t);
+  }
+  return t;
+}
+
+/** Wall-clock times the cron matches in (from, to] (wall ms), day by day. */
+function countWallMatches(cron: string, from: number, to: number): number {
+  const matcher = wallCron(cron);
+  const times = timesOfDayOf(cron);
+  let count = 0;
+  for (let day = Math.floor((from + 1) / DAY_MS) * DAY_MS; day <= to; day += DAY_MS) {
+    // A day matches when its first match falls within it (each matching day has one).
+    const first = matcher.nextRun(new Date(day - 1));
+    if (first === null) break;
+    if (first.getTime() >= day + DAY_MS) {
+      // Skip ahead to the next matching day.
+      day = Math.floor(first.getTime() / DAY_MS) * DAY_MS - DAY_MS;
+      continue;
+    }
+    const lo = Math.max(from + 1, day);
+    const hi = Math.min(to, day + DAY_MS - 1);
+    if (hi < lo) continue;
+    count += times.before(Math.ceil((hi - day + 1) / SECOND_MS)) - times.before(Math.ceil((lo - day) / SECOND_MS));
+  }
+  return count;
+}
+
+export interface TickCount {
+  readonly count: number;
+  /** The last tick counted (ms), or null when none. */
+  readonly last: number | null;
+}
+
+/**
+ * The ticks in (after, before), exclusive both, within start_at/end_at: how many, and the last,
+ * counted rather than listed where the zone's offset is steady (a day either side), listed where a
+ * zone change is near. Equal to counting `ticksAfter` (a property test holds it to that).
+ */
+export function countTicks(source: TickSource, after: number, before: number): TickCount {
+  const zone = Zone.of(source.timezone);
+  const { start, end } = bounds(source);
+  const lo = Math.max(after, start - 1);
+  const hi = Math.min(before, end) - 1;
+  let count = 0;
+  let last: number | null = null;
+  for (let from = lo; from < hi; ) {
+    const to = Math.min(from + DAY_MS, hi);
+    const offset = zone.offsetAt(from);
+    if (zone.fixed || (zone.offsetAt(from - DAY_MS) === offset && zone.offsetAt(to) === offset)) {
+      // No change within a day before or in the chunk: each wall time in it occurs once, at wall - offset.
+      const n = countWallMatches(source.cron, from + offset, to + offset);
+      if (n > 0) {
+        count += n;
+        last = wallCron(source.cron).previousRuns(1, new Date(to + offset + 1))[0]!.getTime() - offset;
+      }
+    } else {
+      for (const tick of ticksAfter(source, from)) {
+        if (tick > to) break;
+        count += 1;
+        last = tick;
+      }
+    }
+    from = to;
+  }
+  return { count, last };
+}
+
 /** A tick as written in events: ISO-8601 UTC with milliseconds. */
 export function toTick(instant: number): string {
   return new Date(instant).toISOString();
@@ -298,6 +412,22 @@ class StepList {
   private misses = 0;
   constructor(private readonly maxMissEvents: number) {}
 
+  /** The single-miss events of this run are used up: further misses go into capped events. */
+  get capped(): boolean {
+    return this.misses >= this.maxMissEvents;
+  }
+
+  /** `count` consecutive ticks from `from` to `to`, all missed for `reason` (only once capped). */
+  missRange(from: string, to: string, count: number, reason: MissReason): void {
+    this.misses += count;
+    const last = this.steps.at(-1);
+    if (last?.kind === 'missed' && 'count' in last.data && last.data.reason === reason) {
+      this.steps[this.steps.length - 1] = { kind: 'missed', data: { ...last.data, to, count: last.data.count + count } };
+    } else {
+      this.steps.push({ kind: 'missed', data: { from, to, count, reason } });
+    }
+  }
+
   fire(tick: string): void {
     this.steps.push({ kind: 'fire', tick });
   }
@@ -361,10 +491,25 @@ export function planTicks(input: PlanInput): Plan {
   let nextDueAt: number | null = null;
   let seen = 0;
 
-  const ticks = ticksAfter(spec, Date.parse(input.handledUntil));
+  let ticks = ticksAfter(spec, Date.parse(input.handledUntil));
   let current = ticks.next();
   while (!current.done) {
     const tick = current.value;
+    if (list.capped && seen < limits.MaxTicksPerRun) {
+      // A long stretch missed for one reason (hours of downtime of a schedule every second) is
+      // counted into one capped event, not listed tick by tick.
+      const stretch = missStretch(tick);
+      if (stretch !== null) {
+        const { count, last } = countTicks(spec, tick - 1, stretch.before);
+        if (count > 1 && last !== null) {
+          seen += 1;
+          list.missRange(toTick(tick), toTick(last), count, stretch.reason);
+          ticks = ticksAfter(spec, last);
+          current = ticks.next();
+          continue;
+        }
+      }
+    }
     const iso = toTick(tick);
     const dueAt = tick + jitterOf(spec.jitter_ms, seed, iso);
     if (dueAt > now) {
@@ -381,6 +526,26 @@ export function planTicks(input: PlanInput): Plan {
     const step = decideTick(tick, iso, following.done ? null : following.value);
     if (step === 'stop') break;
     current = following;
+  }
+
+  /**
+   * When `tick` is missed for a reason no later decision of this run can change, that reason and
+   * the instant before which every tick shares it (the rules of decideTick, in its order); else null.
+   */
+  function missStretch(tick: number): { reason: MissReason; before: number } | null {
+    // Ticks before this are due whatever their jitter (jitter < jitter_ms).
+    const surelyDue = now - Math.max(0, spec.jitter_ms - 1);
+    if (tick < enabledSince) return { reason: 'paused', before: Math.min(enabledSince, surelyDue) };
+    if (input.templateArchived) return { reason: 'archived_template', before: surelyDue };
+    if (tick >= upSince) return null;
+    if (window !== null && now - tick > window) return { reason: 'catchup', before: Math.min(now - window, upSince, surelyDue) };
+    if (spec.catchup === 'none' || (spec.catchup === 'all' && catchupFires >= limits.MaxCatchupFires)) return { reason: 'catchup', before: Math.min(upSince, surelyDue) };
+    if (spec.catchup === 'latest') {
+      // Every tick due while down but the newest; a window's boundary leaves the reason the same.
+      const newest = countTicks(spec, tick - 1, upSince).last;
+      return newest === null ? null : { reason: 'catchup', before: Math.min(newest, surelyDue) };
+    }
+    return null;
   }
 
   /** One tick's fate; 'stop' leaves it (and every later tick) waiting. */

@@ -10,7 +10,7 @@ import { test as fcTest } from '@fast-check/vitest';
 import { Cron } from 'croner';
 import fc from 'fast-check';
 import { describe, expect } from 'vitest';
-import { ticksAfter } from '../../machines/schedule-timing.js';
+import { countTicks, ticksAfter } from '../../machines/schedule-timing.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 40);
 const MINUTE = 60_000;
@@ -63,5 +63,34 @@ describe('tick placement', () => {
       ticks.push(t);
     }
     expect(ticks.map((t) => new Date(t).toISOString())).toEqual(oracle(cron, c.zone, from, to).map((t) => new Date(t).toISOString()));
+  });
+});
+
+describe('countTicks', () => {
+  const countCrons = ['* * * * * *', '*/7 * * * * *', '0,13,47 * * * * *', '*/15 * * * *', '30 2 * * *', '0 9 * * MON-FRI', '0 0 L * *', '5 4 * * SUN', '*/10 1-3 * * *'];
+  fcTest.prop(
+    [
+      fc.record({
+        cron: fc.constantFrom(...countCrons),
+        zone: fc.constantFrom('UTC', 'America/New_York', 'Europe/Berlin', 'Australia/Lord_Howe', 'Asia/Kathmandu'),
+        base: fc.constantFrom(...CASES.map((c) => Date.parse(c.start))),
+        offsetS: fc.integer({ min: -2 * 86_400, max: 3 * 86_400 }),
+        lengthS: fc.integer({ min: 0, max: 4 * 86_400 }),
+        bounded: fc.boolean(),
+      }),
+    ],
+    { numRuns: Math.max(20, Math.floor(numRuns / 2)) },
+  )('counts what ticksAfter lists: how many and the last, across days and DST changes', ({ cron, zone, base, offsetS, lengthS, bounded }) => {
+    const after = base + offsetS * 1_000 + 123;
+    const before = after + lengthS * 1_000;
+    const source = bounded ? { cron, timezone: zone, start_at: new Date(after + 3_600_000).toISOString(), end_at: new Date(before - 3_600_000).toISOString() } : { cron, timezone: zone };
+    let count = 0;
+    let last: number | null = null;
+    for (const t of ticksAfter(source, after)) {
+      if (t >= before) break;
+      count += 1;
+      last = t;
+    }
+    expect(countTicks(source, after, before)).toEqual({ count, last });
   });
 });

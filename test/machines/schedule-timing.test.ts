@@ -179,10 +179,17 @@ describe('planTicks: catch-up after downtime (ticks due before upSince)', () => 
     expect(p.fire).toEqual([at(3_600)]);
   });
 
-  test('a run looks at MaxTicksPerRun ticks at most and says there is more', () => {
-    const p = plan({ spec: spec({ cron: '* * * * * *' }), now: T0 + 3_600_000, upSince: T0 + 3_600_000, limits: { MaxTicksPerRun: 1_000 } });
+  test('a long stretch of one reason is counted, not listed: a day of a schedule every second in one run', () => {
+    const p = plan({ spec: spec({ cron: '* * * * * *', timezone: 'Europe/Berlin' }), now: T0 + 86_400_000, upSince: T0 + 86_400_000 });
+    expect(p.missed.at(-1)).toEqual({ from: at(101), to: at(86_399), count: 86_299, reason: 'catchup' });
+    expect(p.more).toBe(false);
+  });
+
+  test('a run looks at MaxTicksPerRun ticks at most (where they must be listed) and says there is more', () => {
+    // Skipped behind a live job: the reason depends on the run, so each tick is looked at.
+    const p = plan({ spec: spec({ cron: '* * * * * *', overlap: 'skip' }), previousJobLive: true, now: T0 + 3_600_000, limits: { MaxTicksPerRun: 1_000 } });
     expect(p.more).toBe(true);
-    expect(p.missed.at(-1)).toEqual({ from: at(101), to: at(1_000), count: 900, reason: 'catchup' });
+    expect(p.missed.at(-1)).toEqual({ from: at(101), to: at(1_000), count: 900, reason: 'overlap' });
     expect(p.nextDueAt).toBe(T0 + 3_600_000);
   });
 });
