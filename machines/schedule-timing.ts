@@ -404,7 +404,8 @@ export interface Plan {
   readonly nextDueAt: number | null;
 }
 
-const EMPTY_PLAN: Plan = { steps: [], fire: [], missed: [], cancelPrevious: false, waiting: null, more: false, nextDueAt: null };
+/** A plan with nothing to do (a schedule that is not enabled). */
+export const EMPTY_PLAN: Plan = { steps: [], fire: [], missed: [], cancelPrevious: false, waiting: null, more: false, nextDueAt: null };
 
 /** Steps with misses beyond the per-run allowance folded into capped events (consecutive, one reason). */
 class StepList {
