@@ -36,8 +36,9 @@ export const ScheduleTiming = {
   /** `catchup: all` fires at most this many ticks missed while down: the oldest, in order; the newer ones are missed (`catchup`). */
   MaxCatchupFires: 1_000,
   /**
-   * Ticks one planner run looks at, at most: a schedule every second down for days is handled in
-   * several runs of bounded work instead of one long pause of the ticker.
+   * Ticks one planner run looks at one by one, at most (stretches missed for a fixed reason are
+   * counted, not listed): where a policy must judge each tick (overlap), a long backlog is handled
+   * in several runs of bounded work instead of one long pause of the ticker.
    */
   MaxTicksPerRun: 100_000,
 } as const;
@@ -53,7 +54,7 @@ export function cronProblem(cron: string): string | null {
     return err instanceof Error ? err.message.replace(/^CronPattern: /, '') : String(err);
   }
   // A pattern such as `0 0 31 2 *` parses but names no time: refused rather than never firing.
-  // Eight years from a leap year see every calendar date a pattern can name (Feb 29 included).
+  // croner searches years ahead, so a rare date (Feb 29 on a Monday) is still found.
   if (wallCron(cron).nextRun(new Date(Date.UTC(2000, 0, 1))) === null) return 'the cron names no time (e.g. a day no month has)';
   return null;
 }
