@@ -94,3 +94,21 @@ describe('countTicks', () => {
     expect(countTicks(source, after, before)).toEqual({ count, last });
   });
 });
+
+describe('ticks in any zone, any time', () => {
+  const zones = ['UTC', 'America/New_York', 'Europe/Berlin', 'Australia/Lord_Howe', 'Pacific/Chatham', 'America/Santiago', 'Africa/Casablanca', 'Asia/Tehran', 'America/St_Johns'];
+  fcTest.prop(
+    [fc.constantFrom(...zones), fc.constantFrom(...CRONS, '*/20 * * * * *', '0 0 * * *', '0 12 L * *'), fc.integer({ min: Date.UTC(2020, 0, 1), max: Date.UTC(2035, 0, 1) })],
+    { numRuns: Math.max(30, numRuns) },
+  )('are strictly increasing, after `from`, each a whole second', (zone, cron, from) => {
+    let previous = from;
+    let n = 0;
+    for (const t of ticksAfter({ cron, timezone: zone }, from)) {
+      expect(t).toBeGreaterThan(previous);
+      expect(t % 1_000).toBe(0);
+      previous = t;
+      if (++n >= 60) break;
+    }
+    expect(n).toBe(60);
+  });
+});
