@@ -80,7 +80,9 @@ export function jobOfFire(schedule: ScheduleState, template: TemplateState | nul
 /**
  * One ticker run for one enabled schedule: the planner's steps as events, the jobs of its fires
  * (ids from (schedule, tick)), and the job to cancel for cancel_other. `isJobLive` asks the job
- * store whether a job is waiting, queued or running.
+ * store whether a job is waiting, queued or running; a fired job the store does not know yet (its
+ * submit not yet folded, or lost with a leader that died between the two commits) must count as
+ * live: it is about to exist.
  */
 export function tickSchedule(input: {
   readonly schedule: ScheduleState;
