@@ -16,8 +16,8 @@ export function shouldRetry(input: {
   return input.attempt < input.max_attempts;
 }
 
-/** FNV-1a: a small, stable string hash for deriving jitter. */
-function fnv1a(text: string): number {
+/** FNV-1a: a small, stable string hash for deriving jitter (retries here, schedule ticks in schedule-timing.ts). */
+export function fnv1a(text: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i);

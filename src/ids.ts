@@ -68,6 +68,20 @@ export function retryJobId(failedJobId: string, attempt: number): string {
   return prefixedId('r', digest('retry', failedJobId, String(attempt)));
 }
 
+/**
+ * A scheduled job's id: one per (schedule, tick), the tick as its ISO-8601 UTC string. A fire
+ * resent after a crash (or by a second node that believes it leads) names the same job, which
+ * the queue's writer creates once. A backfilled tick gets the same id as the cron's fire of it.
+ */
+export function scheduledJobId(schedule: string, tick: string): string {
+  return prefixedId('s', digest('schedule', schedule, tick));
+}
+
+/** The job of a manual trigger: one per (schedule, trigger command id), so a resent trigger fires once. */
+export function triggeredJobId(schedule: string, commandId: string): string {
+  return prefixedId('t', digest('trigger', schedule, commandId));
+}
+
 /** The event id (and Nats-Msg-Id) of the event a command appends to one aggregate. */
 export function eventIdFor(commandId: string, aggregateId: string, index = 0): string {
   return eventIdOf(digest('event', commandId, aggregateId, String(index)));

@@ -49,6 +49,7 @@ import type { AggregateStore } from './store/aggregate-store.js';
 import { LogTail, type LogTailOptions } from './store/log-tail.js';
 import { PartitionWriters } from './store/partition-writers.js';
 import { withinMs } from './timing.js';
+import { previewSchedule } from './schedules/preview.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
 const CATCH_UP_MAX_MS = 2_000;
@@ -267,6 +268,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     registerCommand: (verb, handler) => commands.register(verb, handler),
     knowsQueue: (queue) => queueOrder.queues().includes(queue),
   });
+  commands.register('schedule.preview', (body) => ({ ...previewSchedule(clock, body) }));
 
   let lastCheckpointSeq = fromSeq - 1;
   let writing: Promise<void> | undefined;

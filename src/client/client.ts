@@ -186,6 +186,15 @@ export class Client {
     return reply;
   }
 
+  /**
+   * The next fire times of a cron (5 fields, or 6 with seconds first) read in a time zone
+   * (docket.cmd.schedule.preview): ISO-8601 UTC instants after `from` (default: the node's now).
+   */
+  async previewSchedule(cron: string, options: { timezone?: string; from?: string; count?: number } = {}): Promise<{ times: string[]; timezone: string }> {
+    const { times, timezone } = await this.request<{ times: string[]; timezone: string }>('schedule.preview', { cron, ...options });
+    return { times, timezone };
+  }
+
   /** Submits one job. With `id` (a command id) a resend returns the first result. */
   async submit(job: SubmitJob & { id?: string }): Promise<SubmitResult> {
     const { job_id, status, created } = await this.request<SubmitResult>('submit', job);

@@ -15,6 +15,17 @@ import { Limits } from './limits.js';
 import { replyJsonSchemas } from './reply-schemas.js';
 import { commandSourceSchema, fileSourceSchema, inlineSourceSchema, jobSetPutSchema, refreshSchema, sqlSourceSchema } from './jobset-schemas.js';
 import {
+  scheduleBackfillSchema,
+  scheduleDeleteSchema,
+  scheduleDisableSchema,
+  scheduleEnableSchema,
+  schedulePreviewSchema,
+  schedulePutSchema,
+  scheduleTriggerSchema,
+  templateArchiveSchema,
+  templatePutSchema,
+} from './schedule-schemas.js';
+import {
   cancelSchema,
   claimSchema,
   commandId,
@@ -161,6 +172,17 @@ function jobSetPut(): JsonSchema {
   return { ...json, required: [...required] };
 }
 
+/** A schedule put: exactly one of template and job; the params' byte limit said. */
+function schedulePut(): JsonSchema {
+  const json = generate(schedulePutSchema);
+  byteLimitNote(properties(json)['params']!, 'The params are', Limits.MaxParamsBytes);
+  return {
+    ...json,
+    description: 'Give template or job, exactly one. end_at must be after start_at; cron and timezone are checked by the node (croner, the IANA database).',
+    oneOf: [{ required: ['template'] }, { required: ['job'] }],
+  };
+}
+
 /** Every schema by file name (without .json): `cmd.<verb>` and `work.<verb>` by subject, and the job spec. */
 export function jsonSchemas(): Record<string, JsonSchema> {
   return {
@@ -189,6 +211,19 @@ export function jsonSchemas(): Record<string, JsonSchema> {
     'cmd.clean': request('docket.cmd.clean request', 'Remove from every view (job.removed, reason cleaned) the jobs of one terminal status that ended at least older_than_ms ago; the log keeps them. dry_run answers the count only.', generate(cleanSchema)),
     'cmd.jobset.put': request('docket.cmd.jobset.put request', "Make a queue a job set (DataJoint's jobs table): its key source, target and settings.", jobSetPut()),
     'cmd.refresh': request('docket.cmd.refresh request', "Refresh a job set (seed 000's jobs.refresh): add missing keys, re-pend, remove stale and orphaned jobs.", typeUnionsAsAnyOf(generate(refreshSchema)) as JsonSchema),
+    'cmd.template.put': request('docket.cmd.template.put request', 'Create or revise a named template (each put is the next revision).', generate(templatePutSchema)),
+    'cmd.template.archive': request('docket.cmd.template.archive request', 'Archive a template: it refuses new jobs.', generate(templateArchiveSchema)),
+    'cmd.schedule.put': request('docket.cmd.schedule.put request', 'Create or revise a cron schedule (each put is the next revision).', schedulePut()),
+    'cmd.schedule.enable': request('docket.cmd.schedule.enable request', 'Enable a disabled schedule.', generate(scheduleEnableSchema)),
+    'cmd.schedule.disable': request('docket.cmd.schedule.disable request', 'Disable a schedule, with a note.', generate(scheduleDisableSchema)),
+    'cmd.schedule.delete': request('docket.cmd.schedule.delete request', 'Delete a schedule.', generate(scheduleDeleteSchema)),
+    'cmd.schedule.trigger': request('docket.cmd.schedule.trigger request', 'Fire a schedule now, outside its cron.', generate(scheduleTriggerSchema)),
+    'cmd.schedule.backfill': request(
+      'docket.cmd.schedule.backfill request',
+      `Fire every tick of a past range [from, to] under the overlap policy: to not before from, at most ${Limits.MaxBackfillRangeMs} ms and ${Limits.MaxBackfillTicks} ticks (checked by the node).`,
+      generate(scheduleBackfillSchema),
+    ),
+    'cmd.schedule.preview': request('docket.cmd.schedule.preview request', 'The next fire times of a cron in a time zone, as ISO-8601 UTC.', generate(schedulePreviewSchema)),
     'work.claim': request('docket.work.<queue>.claim request', 'Claim up to `max` jobs of the queue.', generate(claimSchema)),
     'work.heartbeat': request('docket.work.<queue>.heartbeat request', 'Extend the leases of these runs; the reply names the runs that lost their job.', generate(heartbeatSchema)),
     'work.complete': request('docket.work.<queue>.complete request', 'A run succeeded, or many runs ended at once ({runs: [...]}, each answered on its own).', { anyOf: [generate(completeSchema), generate(completeBatchSchema)] }),

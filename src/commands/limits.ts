@@ -47,7 +47,7 @@ export const Limits = {
   /** A reservation's time to live: from a second (issue 15) to the longest lease. */
   MinReservationTtlMs: 1_000,
   MaxReservationTtlMs: 24 * 3_600_000,
-  /** Free text on queue and reservation commands (a pause's reason, a holder, an actor). */
+  /** Free text on commands: a pause's reason, a holder, an actor, a schedule's or template's note. */
   MaxNoteChars: 1_000,
   /**
    * Job sets (issue 14). A refresh holds its source's and target's keys in memory while it plans
@@ -74,6 +74,24 @@ export const Limits = {
   MaxRestrictTerms: 1_000,
   /** stale_timeout_s and orphan_timeout_s: ten years, like MaxDelayMs. */
   MaxJobSetTimeoutS: 10 * 366 * 24 * 3_600,
+  /** Template and schedule names: one subject token, short enough to read in a table. */
+  MaxScheduleNameChars: 128,
+  /** A cron expression's length: the longest useful pattern (lists of every minute) fits. */
+  MaxCronChars: 256,
+  /** A tick fires up to this much after its time (jitter): beyond an hour it is another schedule. */
+  MaxScheduleJitterMs: 3_600_000,
+  /** Missed ticks older than a catch-up window are never caught up; a year covers any outage worth catching up. */
+  MaxCatchupWindowMs: 366 * 24 * 3_600_000,
+  /**
+   * One backfill spans at most a year and fires at most 10,000 ticks (both checked: the tick
+   * count needs the schedule's cron): a backfill is one request appending one fire and one job
+   * per tick, bounded like a submit batch (MaxBatchJobs).
+   */
+  MaxBackfillRangeMs: 366 * 24 * 3_600_000,
+  MaxBackfillTicks: 10_000,
+  /** `schedule.preview` lists at most this many fire times. */
+  MaxPreviewCount: 1_000,
+  DefaultPreviewCount: 5,
 } as const;
 
 /**
@@ -95,6 +113,19 @@ export const JobSetDefaults = {
   keySourceTimeoutMs: 300_000,
   /** Connecting to a key source's database. */
   connectTimeoutMs: 10_000,
+} as const;
+
+/**
+ * Defaults of a schedule put (documented in README, "Schedules and templates"): written into the
+ * schedule.put event, so the log says what was in force.
+ */
+export const ScheduleDefaults = {
+  timezone: 'UTC',
+  jitterMs: 0,
+  /** After downtime, one fire for the newest missed tick (what a person usually wants from "nightly"). */
+  catchup: 'latest',
+  /** A tick while the previous fire's job is still live is missed: no pile-up of runs. */
+  overlap: 'skip',
 } as const;
 
 /** Defaults of a submitted job (documented in README). */

@@ -41,6 +41,17 @@ import {
   cleanSchema,
 } from '../../src/commands/schemas.js';
 import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema } from '../../src/commands/queue-schemas.js';
+import {
+  scheduleBackfillSchema,
+  scheduleDeleteSchema,
+  scheduleDisableSchema,
+  scheduleEnableSchema,
+  schedulePreviewSchema,
+  schedulePutSchema,
+  scheduleTriggerSchema,
+  templateArchiveSchema,
+  templatePutSchema,
+} from '../../src/commands/schedule-schemas.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 300);
 const SCHEMA_DIR = join(import.meta.dirname, '..', '..', 'schemas');
@@ -75,6 +86,15 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.clean': (v) => cleanSchema.safeParse(v),
   'cmd.jobset.put': (v) => jobSetPutSchema.safeParse(v),
   'cmd.refresh': (v) => refreshSchema.safeParse(v),
+  'cmd.template.put': (v) => templatePutSchema.safeParse(v),
+  'cmd.template.archive': (v) => templateArchiveSchema.safeParse(v),
+  'cmd.schedule.put': (v) => schedulePutSchema.safeParse(v),
+  'cmd.schedule.enable': (v) => scheduleEnableSchema.safeParse(v),
+  'cmd.schedule.disable': (v) => scheduleDisableSchema.safeParse(v),
+  'cmd.schedule.delete': (v) => scheduleDeleteSchema.safeParse(v),
+  'cmd.schedule.trigger': (v) => scheduleTriggerSchema.safeParse(v),
+  'cmd.schedule.backfill': (v) => scheduleBackfillSchema.safeParse(v),
+  'cmd.schedule.preview': (v) => schedulePreviewSchema.safeParse(v),
   'work.claim': (v) => claimSchema.safeParse(v),
   'work.heartbeat': (v) => heartbeatSchema.safeParse(v),
   'work.complete': (v) => (v !== null && typeof v === 'object' && 'runs' in v ? completeBatchSchema.safeParse(v) : completeSchema.safeParse(v)),
@@ -158,6 +178,17 @@ function arbs(mode: Mode) {
     fc.oneof(fc.constant({ url: 'postgres://app:secret@db/lab', sql: 'SELECT 1' }), fc.constant({ command: [] }), fc.constant({ file: '' }), fc.constant({ sql: 'SELECT 1' }), fc.record({ keys: fc.constant([{}]) })),
   );
   const restrictTerm = fc.dictionary(attrName, scalar, { maxKeys: 3 });
+  // Schedules: names, crons and zones the node knows, or not (a bad cron or zone is a refinement).
+  const name = pick(fc.stringMatching(/^[A-Za-z0-9_-]{1,128}$/), fc.string({ maxLength: 130 }));
+  const cron = pick(fc.constantFrom('* * * * *', '*/5 * * * * *', '0 9 * * MON-FRI', '30 2 * * *', '@daily', '0 0 1 */3 *'), fc.constantFrom('bogus', '61 * * * *', '* * * *', '0 0 31 2 *', ''));
+  const timezone = pick(fc.constantFrom('UTC', 'Europe/Berlin', 'America/New_York', 'asia/tokyo'), fc.constantFrom('Mars/Olympus', '', '+01:00'));
+  const instant = (minMs: number, maxMs: number) => fc.integer({ min: minMs, max: maxMs }).map((ms) => new Date(ms).toISOString());
+  const time = pick(instant(Date.UTC(2020, 0, 1), Date.UTC(2040, 0, 1)), fc.constantFrom('yesterday', '2030-02-30T00:00:00Z', '2030-01-01T00:00:00'));
+  const note = text(0, 1000);
+  const ordered = (o: Record<string, unknown>, a: string, b: string) =>
+    mode === 'valid' && typeof o[a] === 'string' && typeof o[b] === 'string' && Date.parse(o[b] as string) <= Date.parse(o[a] as string) ? (({ [b]: _, ...rest }) => rest)(o) : o;
+  const scheduleJob = pick(fc.record({ queue, params: jsonObject, priority: int(0, 255), max_attempts: int(1, 1000), backoff }, required('queue')), fc.record({ params: jsonObject }));
+  const byName = fc.record({ id: commandId, name }, required('name'));
   return {
     'cmd.jobset.put': fc.record(
       {
@@ -186,6 +217,43 @@ function arbs(mode: Mode) {
       },
       required('queue'),
     ),
+    'cmd.template.put': fc.record(
+      { id: commandId, name, queue, params: pick(jsonObject, fc.array(anyJson)), priority: int(0, 255), max_attempts: int(1, 1000), backoff, lease_ms: int(1000, 86_400_000), description: note },
+      required('name', 'queue'),
+    ),
+    'cmd.template.archive': byName,
+    'cmd.schedule.put': fc
+      .record(
+        {
+          id: commandId,
+          name,
+          template: name,
+          job: scheduleJob,
+          cron,
+          timezone,
+          start_at: time,
+          end_at: time,
+          jitter_ms: int(0, 3_600_000),
+          catchup: pick(fc.constantFrom('none', 'latest', 'all'), fc.constant('some')),
+          catchup_window_ms: int(0, 31_622_400_000),
+          overlap: pick(fc.constantFrom('skip', 'buffer_one', 'buffer_all', 'allow_all', 'cancel_other'), fc.constant('queue')),
+          params: pick(jsonObject, fc.array(anyJson)),
+          paused: pick(fc.boolean(), fc.constant('yes')),
+          note,
+        },
+        required('name', 'cron', 'template'),
+      )
+      // A valid put names a template or a job (exactly one) and ends after it starts.
+      .map((p) => (mode === 'valid' ? ordered('job' in p ? (({ template: _, ...rest }) => rest)(p) : p, 'start_at', 'end_at') : p)),
+    'cmd.schedule.enable': byName,
+    'cmd.schedule.disable': fc.record({ id: commandId, name, note }, required('name')),
+    'cmd.schedule.delete': byName,
+    'cmd.schedule.trigger': byName,
+    'cmd.schedule.backfill': fc
+      .record({ id: commandId, name, from: time, to: time }, required('name', 'from', 'to'))
+      .map((b) => (mode === 'valid' ? (Date.parse(b['to'] as string) < Date.parse(b['from'] as string) ? { ...b, from: b['to'], to: b['from'] } : b) : b))
+      .map((b) => (mode === 'valid' && Date.parse(b['to'] as string) - Date.parse(b['from'] as string) > 366 * 86_400_000 ? { ...b, to: b['from'] } : b)),
+    'cmd.schedule.preview': fc.record({ cron, timezone, from: time, count: int(1, 1000) }, required('cron')),
     'job-spec': jobSpec,
     'cmd.submit': fc.oneof(
       fc.tuple(jobSpec, fc.option(commandId, { nil: undefined })).map(([spec, id]) => (id === undefined ? spec : { ...spec, id })),
