@@ -313,9 +313,17 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const dispatchers = new Map<string, QueueDispatcher>();
   queueOrder.onReady((queue) => dispatchers.get(queue)?.pump());
   // A slot or a hold freed: a running job ended, a queue resumed, a reservation ended, a limit changed.
-  flowCounts.onFreed((queue) => dispatchers.get(queue)?.pump());
+  flowCounts.onFreed((queue, key) => {
+    const dispatcher = dispatchers.get(queue);
+    dispatcher?.freeKey(key);
+    dispatcher?.pump();
+  });
   aggregates.onChange(({ after }) => {
-    if (after.queue !== null) dispatchers.get(after.queue)?.pump();
+    if (after.queue === null) return;
+    const dispatcher = dispatchers.get(after.queue);
+    // New settings may hold other keys or none: parked jobs are looked at again.
+    if (after.kind === 'queue') dispatcher?.freeAllKeys();
+    dispatcher?.pump();
   });
   const unsubscribeClock = clock.onChange?.(() => {
     for (const dispatcher of dispatchers.values()) dispatcher.pump();
