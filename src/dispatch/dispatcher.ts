@@ -83,9 +83,12 @@ export class QueueDispatcher {
     }, Math.max(0, waiter.deadline - Date.now()));
   }
 
-  /** A key may run again (one of its runs ended, a limit changed): its parked jobs go back to their places. */
+  /**
+   * A key may run again (one of its runs ended, a claim of it settled): its parked jobs go back to
+   * their places, unless a limit still holds it (they would only be parked again).
+   */
   freeKey(key: string | null): void {
-    if (key !== null) this.parkedKeys.free(key);
+    if (key !== null && this.parkedKeys.has(key) && this.gate.keyHold(key, this.clock.now()) === null) this.parkedKeys.free(key);
   }
 
   /** The settings changed: every parked job goes back, to be held again by the new ones or not. */
