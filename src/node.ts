@@ -19,6 +19,7 @@ import { queueOfReservation, release, renew, reserve } from './commands/reservat
 import { FlowGate } from './dispatch/flow-gate.js';
 import { FlowCounts } from './projections/flow.js';
 import { ReservationExpirer } from './reactors/reservations.js';
+import { DependencyReleaser } from './reactors/dependencies.js';
 import type { QueueContext } from '../machines/index.js';
 import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, promoteSchema, retrySchema, type CancelCommand, type MoveCommand, type PromoteCommand, type RetryCommand } from './commands/schemas.js';
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
@@ -304,8 +305,10 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const isLeader = (queue: string) => leadership.isLeader(queue);
   const leases = new LeaseKeeper(context, isLeader, clock, root.child({ component: 'leases' }));
   const retrier = new Retrier(context, isLeader, root.child({ component: 'retrier' }));
+  const dependencies = new DependencyReleaser(context, isLeader, root.child({ component: 'dependencies' }));
   store.onChange(leases.apply);
   store.onChange(retrier.apply);
+  store.onChange(dependencies.apply);
   const reservationExpirer = new ReservationExpirer(context, isLeader, clock, root.child({ component: 'reservations' }));
   aggregates.onChange(reservationExpirer.apply);
   reservationExpirer.start();
@@ -351,6 +354,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       writers.start(queue, leadership.epochOf(queue), () => {
         leases.adopt(queue, store.values());
         retrier.adopt(queue, store.values());
+        dependencies.adopt(queue, store.values());
         reservationExpirer.adopt(queue);
         dispatchers.get(queue)?.pump();
       });

@@ -64,6 +64,7 @@ const jobSpecShape = {
   max_attempts: z.number().int().min(1).max(Limits.MaxAttempts).optional(),
   backoff: backoffSchema.optional(),
   concurrency_key: z.string().min(1).max(200).describe("flow control: the queue's key_concurrency and key_rate hold per key (a tenant id, say)").optional(),
+  depends_on: z.array(idToken).min(1).max(Limits.MaxDependencies).describe('job ids (any queue) this job waits for: it runs once all of them succeeded and is skipped when one ends otherwise').optional(),
 };
 const notBothDelays: [(j: { delay_ms?: number | undefined; run_at?: string | undefined }) => boolean, { message: string; path: PropertyKey[] }] = [
   (j) => !(j.delay_ms !== undefined && j.run_at !== undefined),

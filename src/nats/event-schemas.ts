@@ -62,6 +62,7 @@ export const jobEventDataSchemas = {
     retry_of: idToken.nullable().describe('The failed job this one retries, or null.'),
     waiting: z.boolean().describe('true: the job waits until job.released.'),
     concurrency_key: z.string().nullable().describe("Flow control's key: the queue's key_concurrency and key_rate hold per key. Absent or null: none.").optional(),
+    depends_on: z.array(idToken).describe('Jobs (any queue) it waits for: released when all succeeded, skipped when one ends otherwise. Absent: none.').optional(),
   }),
   'job.released': z.looseObject({}).describe('No fields: waiting -> queued.'),
   'job.moved': z.looseObject({
