@@ -289,6 +289,9 @@ export class Auditor {
         this.jobs += 1;
         this.checkRetry(position, aggregate, st, job, event);
         break;
+      case 'job.released':
+        this.checkDependencies(position, aggregate, after.job.context.depends_on ?? []);
+        break;
       case 'job.claimed':
         job.claimAt = position;
         this.checkFlow(position, aggregate, st, queue, jobId, event, after.job.context.concurrency_key);
@@ -303,6 +306,26 @@ export class Auditor {
       if (key !== null) st.runningByKey.set(key, (st.runningByKey.get(key) ?? 1) - 1);
     }
     job.state = after;
+  }
+
+  /** A job of any partition, by id (dependencies name jobs of other queues). */
+  private anyJob(jobId: string): JobAudit | undefined {
+    for (const st of this.partitions.values()) {
+      const job = st.jobs.get(jobId);
+      if (job) return job;
+    }
+    return undefined;
+  }
+
+  /** Each dependency (followed along its retry chain) had succeeded before the release. */
+  private checkDependencies(at: Position, aggregate: string, dependsOn: readonly string[]): void {
+    for (const dependencyId of dependsOn) {
+      let dependency = this.anyJob(dependencyId);
+      for (let hops = 0; dependency?.retriedBy != null && dependency.retryAt < at && hops < 10_000; hops++) dependency = this.anyJob(dependency.retriedBy);
+      // A dependency outside the audited range (another queue's partition, an earlier stretch) cannot be judged.
+      if (dependency === undefined || (dependency.state.job.value === 'succeeded' && dependency.endAt < at)) continue;
+      this.violateAt(at, aggregate, AuditRules.ReleasedBeforeDependencies, `job.released before its dependency ${dependencyId} had succeeded (it was ${dependency.state.job.value})`, [dependency.submitAt, at]);
+    }
   }
 
   /**

@@ -119,3 +119,26 @@ describe('depends_on', () => {
     await untilJob(node, third, (r) => r.state.job.value === 'queued', 'third released');
   });
 });
+
+test('the audit finds the dependency rule kept on the whole log, and names a release forged before its dependency ended', async () => {
+  const { auditMessages } = await import('../../src/audit/index.js');
+  const { readLog } = await import('../../src/store/read-log.js');
+  const { commitAsDeposed } = await import('../support/docket.js');
+  const { resendOnUnavailable } = await import('../support/worker-helpers.js');
+  const all = async () => {
+    const messages = [];
+    for await (const m of readLog(nc, {})) messages.push(m);
+    return auditMessages(messages).violations;
+  };
+  expect(await all()).toEqual([]);
+  const q = uniqueQueue('deps-forged');
+  const dependency = await submit({ queue: q });
+  const waiting = await submit({ queue: q, depends_on: [dependency] });
+  await commitAsDeposed(node, jsm, q, [
+    { id: `forged-release-${q}`, type: 'job.released', time: new Date().toISOString(), aggregate: { kind: 'job', id: waiting }, queue: q, data: {}, meta: { node: 'forger' } },
+  ]);
+  // The leader meets the foreign commit at its next append and goes on.
+  await resendOnUnavailable(() => request(nc, 'submit', { queue: q }) as never);
+  const violations = (await all()).map((v) => [v.rule, v.aggregate]);
+  expect(violations).toEqual([['released_before_dependencies', `job:${waiting}`]]);
+});
