@@ -304,6 +304,14 @@ describe('the CLI', () => {
     expect(bad).toMatchObject({ code: 1, stderr: expect.stringContaining('error invalid_request') });
   });
 
+  test('submit --concurrency-key and --depends-on', async () => {
+    const queue = uniqueQueue('cli-submit-flow');
+    const [first] = await submitMany(queue, 1);
+    const submitted = await docket(['submit', queue, '--concurrency-key', 'tenant-1', '--depends-on', first!, '--json']);
+    const jobId = (JSON.parse(submitted.stdout) as { job_id: string }).job_id;
+    expect(node.store.get(jobId)!.state.job).toMatchObject({ value: 'waiting', context: { concurrency_key: 'tenant-1', depends_on: [first] } });
+  });
+
   test('explain says which limit held a job while it waited', async () => {
     const queue = uniqueQueue('cli-explain');
     ok(await request(nc, 'queue.set', { queue, key_concurrency: 1, create: true }));
