@@ -69,6 +69,14 @@ describe('depends_on', () => {
     const released = node.store.get(after)!.later.find((h) => h.type === 'job.released')!.seq;
     expect(released).toBeGreaterThan(node.store.get(first)!.seq);
     expect(released).toBeGreaterThan(node.store.get(second)!.seq);
+    // explain says what it waited on and when it was released.
+    const { replayJob, Explainer } = await import('../../src/audit/index.js');
+    const { readLog } = await import('../../src/store/read-log.js');
+    const { createJobLoader } = await import('../../src/cli/audit-commands.js');
+    const { retryJobId } = await import('../../src/ids.js');
+    const explainer = new Explainer((await replayJob(after, createJobLoader(nc), retryJobId))!, Date.now());
+    for await (const m of readLog(nc, {})) explainer.push(m);
+    expect(explainer.explanation().notes.join('\n')).toContain(`waited on its dependencies (${first}, ${second}): released at`);
   });
 
   test('a dependency that fails for good skips the job, naming it; a chain of retries is followed to its last attempt', async () => {
