@@ -10,6 +10,7 @@ import { machineAccepts } from './decider.js';
 import type { AggregateKind, Envelope } from './envelope.js';
 import { deriveFold, type Fold, type FoldState } from './fold.js';
 import { applyQueueEvent, QUEUE_EVENT_TYPES, queueMachine, type QueueContext, type QueueEvent } from './queue.machine.js';
+import { applyGroupEvent, GROUP_EVENT_TYPES, groupMachine, type GroupContext, type GroupEvent } from './group.machine.js';
 import { applyReservationEvent, RESERVATION_EVENT_TYPES, reservationMachine, type ReservationContext, type ReservationEvent } from './reservation.machine.js';
 
 export interface AggregateDefinition<C = unknown, E extends Envelope = Envelope> {
@@ -37,10 +38,19 @@ export const reservationAggregate: AggregateDefinition<ReservationContext, Reser
   inQueue: true,
 };
 
-/** Every event of a non-job aggregate kind. */
-export type AggregateEvent = QueueEvent | ReservationEvent;
+/** Groups live in partition `sys` (id = the group's id); the sys leader coordinates their members. */
+export const groupAggregate: AggregateDefinition<GroupContext, GroupEvent> = {
+  kind: 'group',
+  machine: groupMachine,
+  fold: deriveFold<GroupContext, GroupEvent>(groupMachine, { apply: applyGroupEvent }),
+  eventTypes: GROUP_EVENT_TYPES,
+  inQueue: false,
+};
 
-const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate] as unknown as AggregateDefinition<never, never>[];
+/** Every event of a non-job aggregate kind. */
+export type AggregateEvent = QueueEvent | ReservationEvent | GroupEvent;
+
+const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate, groupAggregate] as unknown as AggregateDefinition<never, never>[];
 
 const BY_KIND = new Map<string, AggregateDefinition>(DEFINITIONS.map((d) => [d.kind, d as unknown as AggregateDefinition]));
 const BY_TYPE = new Map<string, AggregateDefinition>(DEFINITIONS.flatMap((d) => d.eventTypes.map((t) => [t, d as unknown as AggregateDefinition] as const)));
@@ -78,6 +88,9 @@ const VERBS: Record<AggregateEvent['type'], readonly [verb: string, leadsTo: str
   'reservation.renewed': ['renew', null],
   'reservation.released': ['release', 'idle'],
   'reservation.expired': ['expire', 'idle'],
+  'group.created': ['create', 'queued'],
+  'group.started': ['start', 'running'],
+  'group.ended': ['end', null],
 };
 
 /** Decides a candidate event by asking its kind's machine itself. */

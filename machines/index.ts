@@ -18,8 +18,9 @@ export * from './schedule-timing.js';
  * version-1 checkpoint could be kept (it holds no removed job), but an older node must never read
  * a checkpoint holding one, so both sides drop the other's once.
  */
-export const MACHINE_VERSIONS = { job: 2, jobRun: 2, queue: 1, reservation: 1 } as const;
+export const MACHINE_VERSIONS = { job: 2, jobRun: 2, queue: 1, reservation: 1, group: 1 } as const;
 export * from './retry-policy.js';
 export * from './queue.machine.js';
 export * from './reservation.machine.js';
+export * from './group.machine.js';
 export * from './aggregates.js';

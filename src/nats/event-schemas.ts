@@ -180,6 +180,17 @@ export const aggregateEventDataSchemas = {
   'reservation.renewed': ['reservation', z.looseObject({ reservation_id: reservationId, expires_at: isoTime })],
   'reservation.released': ['reservation', z.looseObject({ reservation_id: reservationId })],
   'reservation.expired': ['reservation', z.looseObject({ reservation_id: reservationId }).describe("Decided at or after the reservation's expires_at.")],
+  'group.created': [
+    'group',
+    z.looseObject({
+      name: z.string().nullable(),
+      mode: z.enum(['sequential', 'parallel']),
+      on_failure: z.enum(['stop', 'continue', 'skip']),
+      members: z.array(z.looseObject({ job_id: idToken, queue: queueName })).min(1).describe('In order: a sequential group runs them one after another.'),
+    }),
+  ],
+  'group.started': ['group', z.looseObject({ job_id: idToken.describe('The member whose start started the group.') })],
+  'group.ended': ['group', z.looseObject({ status: z.enum(['completed', 'partial', 'cancelled']).describe("seed 003's derivation from the members' ends.") })],
 } as const satisfies Record<AggregateEvent['type'], readonly [AggregateKind, z.ZodType]>;
 
 type AggregateEventType = keyof typeof aggregateEventDataSchemas;
@@ -192,8 +203,9 @@ function aggregateEventSchema<T extends AggregateEventType>(type: T) {
       ...envelopeFields,
       type: z.literal(type),
       time: isoTime.describe('ISO-8601 time the event was decided (node clock).'),
-      aggregate: z.looseObject({ kind: z.literal(kind), id: z.string().describe(`The ${kind}'s id: the queue's name.`) }),
-      queue: queueName.describe('The queue of the aggregate (its partition is q.<queue>).'),
+      aggregate: z.looseObject({ kind: z.literal(kind), id: z.string().describe(kind === 'group' ? "The group's id." : `The ${kind}'s id: the queue's name.`) }),
+      // A group lives in partition sys: no queue.
+      ...(kind === 'group' ? {} : { queue: queueName.describe('The queue of the aggregate (its partition is q.<queue>).') }),
       data,
     })
     .describe(`A ${type} event. Whether it is legal for its aggregate is the machines' to decide (\`docket audit\` checks).`);
