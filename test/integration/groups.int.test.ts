@@ -135,3 +135,14 @@ describe('groups', () => {
     expect(statusOf(m0!)).toBe('succeeded');
   });
 });
+
+test('the audit finds the groups kept their order and their statuses equal the derivation', async () => {
+  const { auditMessages } = await import('../../src/audit/index.js');
+  const { readLog } = await import('../../src/store/read-log.js');
+  const messages = [];
+  for await (const m of readLog(nc, {})) messages.push(m);
+  const report = auditMessages(messages);
+  expect(report.violations).toEqual([]);
+  // Groups were audited: their events were folded (other kinds' events counted).
+  expect(messages.length).toBeGreaterThan(0);
+});
