@@ -146,3 +146,22 @@ test('the audit finds the groups kept their order and their statuses equal the d
   // Groups were audited: their events were folded (other kinds' events counted).
   expect(messages.length).toBeGreaterThan(0);
 });
+
+test('the CLI shows a group and lists groups; the SDK creates one', async () => {
+  const { execFile } = await import('node:child_process');
+  const { promisify } = await import('node:util');
+  const q = uniqueQueue('grp-cli');
+  const { group_id, jobs } = await client.createGroup({ name: 'nightly', mode: 'sequential', jobs: [{ queue: q }, { queue: q }] });
+  const bin = join(import.meta.dirname, '..', '..', 'bin', 'docket.js');
+  const env = { ...process.env };
+  delete env['NATS_URL'];
+  // Not spawnSync: the node answering the CLI runs in this process.
+  const run = (args: string[]) => promisify(execFile)(process.execPath, [bin, ...args, '--server', server.url], { encoding: 'utf8', env });
+  const shown = await run(['group', 'show', group_id]);
+  expect(shown.stdout).toContain('nightly');
+  expect(shown.stdout).toContain(jobs[1]!);
+  expect(shown.stdout).toMatch(/waiting/);
+  const listed = JSON.parse((await run(['group', 'ls', '--json'])).stdout) as { groups: { group_id: string }[] };
+  expect(listed.groups.map((g) => g.group_id)).toContain(group_id);
+  expect((await client.group(group_id))['status']).toBe('queued');
+});
