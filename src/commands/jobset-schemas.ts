@@ -153,8 +153,18 @@ export const refreshSchema = z
   .strict();
 export type RefreshCommand = z.infer<typeof refreshSchema>;
 
+/** docket.cmd.jobset.show: the job set's definition and progress; `remaining: false` skips reading its sources. */
+export const jobSetShowSchema = z
+  .object({
+    queue: queueName,
+    remaining: z.boolean().describe('count the source keys not in the target (reads both sources); default true').optional(),
+  })
+  .strict();
+export type JobSetShowCommand = z.infer<typeof jobSetShowSchema>;
+
 /** Commands by subject suffix, as schemas.ts's commandSchemas (for the service and the JSON Schemas). */
 export const jobSetCommandSchemas = {
   'jobset.put': jobSetPutSchema,
   refresh: refreshSchema,
+  'jobset.show': jobSetShowSchema,
 } as const;

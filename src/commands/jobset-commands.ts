@@ -1,0 +1,338 @@
+/**
+ * Job sets on the queue's leader (issue 14): `docket.cmd.jobset.put` stores a job set's
+ * definition on the queue's aggregate (`queue.jobset_put`), `docket.cmd.refresh` reads its key
+ * source and target, plans seed 000's refresh (src/jobsets/plan.ts) over the queue's keyed jobs
+ * in the views, and appends what it decided, and `docket.cmd.jobset.show` answers the job set's
+ * definition and progress in DataJoint's terms.
+ *
+ * A refresh reads both sources to the end before it decides (a failing source appends nothing),
+ * then plans and decides every event synchronously against committed state (jobs with an event
+ * in flight in the writer are waited out first, as the bulk commands do), and hands them to the
+ * partition's writer in the same turn:
+ * - an add is a keyed `job.submitted` (the key's next free keyed id: src/commands/submit.ts);
+ * - a stale removal is `job.removed {reason: stale}` (a running stale job is cancelled first, in
+ *   the same commit: a running job is never removed);
+ * - a re-pend (keep_completed) removes the key's success jobs (`completed`) and submits a new
+ *   pending job, in one commit;
+ * - an orphan cancels the running job (`orphan`), removes it (`orphan`) and, when its key is still
+ *   wanted, submits it again, in one commit.
+ * Once every job event is stored, `queue.refreshed {counts}` records the answer on the queue's
+ * aggregate: with a command id its event id is derived from it, and a resend finds it among the
+ * queue's latest refreshes and answers with the first counts, appending nothing.
+ */
+import { decideAggregate, decideJob, evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobSetDefinition, type JobState, type QueueContext, type RefreshedCounts } from '../../machines/index.js';
+import { toIso } from '../clock.js';
+import { DocketError, InvalidRequestError, InvalidTransitionError, UnavailableError, coerceError } from '../errors.js';
+import { eventIdFor, eventIdOf } from '../ids.js';
+import type { Key } from '../jobsets/key.js';
+import { planJobOf } from '../jobsets/plan-jobs.js';
+import { missingKeys, planRefresh, type PlanAction, type PlanJob } from '../jobsets/plan.js';
+import { readRefreshInputs, type JobSetSources } from '../jobsets/refresh-inputs.js';
+import type { Restriction, RestrictionTerm } from '../jobsets/restrict.js';
+import { resolveRefreshSettings } from '../jobsets/settings.js';
+import type { Progress } from '../projections/progress.js';
+import type { QueueIndex } from '../projections/queue-index.js';
+import type { JobRecord } from '../store/job-store.js';
+import type { PartitionWriter } from '../store/partition-writer.js';
+import { aggregateEnvelope, assertSameCommand, commandMetaOf, envelope, transitionAggregate, type CommandContext, type CommandMeta } from './handle-command.js';
+import { jobSetPutSchema, jobSetShowSchema, refreshSchema, type JobSetPutCommand, type JobSetShowCommand, type RefreshCommand } from './jobset-schemas.js';
+import { JobSetDefaults } from './limits.js';
+import { freeKeyedJobId, submittedEvent } from './submit.js';
+import { validate } from './validate.js';
+
+const queueRef = (queue: string) => ({ kind: 'queue' as const, id: queue, queue });
+
+/** The job set's definition, or undefined for a plain queue. */
+export function jobSetOf(ctx: Pick<CommandContext, 'aggregates'>, queue: string): JobSetDefinition | undefined {
+  return ctx.aggregates.stateOf<QueueContext>('queue', queue).context.jobset ?? undefined;
+}
+
+/** Whether a keyed job of this queue leaves the views when it succeeds (a job set without keep_completed). */
+export function removesCompleted(ctx: Pick<CommandContext, 'aggregates'>, record: JobRecord): boolean {
+  if (record.state.job.context.key === null) return false;
+  const jobSet = jobSetOf(ctx, record.queue);
+  return jobSet !== undefined && (jobSet.keep_completed ?? JobSetDefaults.keepCompleted) === false;
+}
+
+export interface JobSetPutReply {
+  readonly queue: string;
+  readonly jobset: JobSetDefinition;
+  readonly replayed: boolean;
+}
+
+/** docket.cmd.jobset.put on the queue's leader: one `queue.jobset_put`, replacing the definition. */
+export async function putJobSet(ctx: CommandContext, command: JobSetPutCommand): Promise<JobSetPutReply> {
+  const { id, ...definition } = command;
+  const { queue } = definition;
+  const { queue: _queue, ...data } = definition;
+  const { record, replayed } = await transitionAggregate<QueueContext>(ctx, queueRef(queue), id, (_state, eventId) =>
+    aggregateEnvelope(ctx, 'queue.jobset_put', queueRef(queue), eventId, data as unknown as JobSetDefinition, commandMetaOf(id, definition)),
+  );
+  return { queue, jobset: record.state.context.jobset ?? (data as unknown as JobSetDefinition), replayed };
+}
+
+export interface RefreshReply extends RefreshedCounts {
+  readonly queue: string;
+  /** A resend (same command id): the first refresh's counts; nothing was appended. */
+  readonly replayed: boolean;
+}
+
+export interface JobSetDeps {
+  readonly context: CommandContext;
+  readonly queueIndex: Pick<QueueIndex, 'after' | 'has'>;
+  readonly progress: Pick<Progress, 'of'>;
+  /** The environment password_env and commands read (the node's). */
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+/** How many times a refresh waits for jobs busy in the writer before it leaves them for the next refresh (as bulk-commands.ts). */
+const BUSY_ROUNDS = 5;
+
+/** The queue's keyed jobs in the views, as the planner sees them. */
+function planJobs(deps: JobSetDeps, queue: string): PlanJob[] {
+  const jobs: PlanJob[] = [];
+  for (const { jobId } of deps.queueIndex.after(queue, 0)) {
+    const record = deps.context.store.get(jobId);
+    const job = record === undefined ? undefined : planJobOf(record);
+    if (job !== undefined) jobs.push(job);
+  }
+  return jobs;
+}
+
+/** Events that must be stored together (one job's cancel and removal, a removal and its replacement). */
+type Group = readonly JobEvent[];
+
+interface Decided {
+  /** Independent single events (adds, plain stale removals): any commit. */
+  readonly singles: JobEvent[];
+  /** Groups that go in one commit each. */
+  readonly groups: Group[];
+  /** Every job the events touch (existing ones and the ids new ones take). */
+  readonly touched: string[];
+}
+
+/** Turns the plan into events decided by the machines, on the state as it is now (synchronous). */
+function decide(deps: JobSetDeps, queue: string, actions: readonly PlanAction[], plan: { priority: number; runAtMs: number }, commandId: string | undefined, meta: CommandMeta): Decided {
+  const ctx = deps.context;
+  const now = ctx.clock.now();
+  const singles: JobEvent[] = [];
+  const groups: Group[] = [];
+  const touched: string[] = [];
+  /** Each event's id: derived from the command id (and the job, and its place among the job's events) when there is one. */
+  const eventId = (jobId: string, index: number) => (commandId === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(commandId, jobId, index));
+  // A key added twice in one plan (re-pend and orphan of the same key cannot both happen, but
+  // ids must not be reused within the plan whatever it holds).
+  const taken = new Set<string>();
+  const submit = (key: Key, identity: string): JobEvent => {
+    let { jobId, generation } = freeKeyedJobId(ctx, queue, identity);
+    while (taken.has(jobId)) ({ jobId, generation } = freeKeyedJobId(ctx, queue, identity, generation + 1));
+    taken.add(jobId);
+    touched.push(jobId);
+    const spec = { queue, key: key as never, priority: plan.priority, ...(plan.runAtMs > now ? { run_at: toIso(plan.runAtMs) } : {}) };
+    return submittedEvent(ctx, spec, jobId, eventId(jobId, 0), meta);
+  };
+  /** The events that take an existing job out of the views: a running one is cancelled first. */
+  const removal = (jobId: string, reason: 'stale' | 'orphan' | 'completed'): JobEvent[] => {
+    const record = ctx.store.get(jobId)!;
+    touched.push(jobId);
+    const out: JobEvent[] = [];
+    if (record.state.job.value === 'running') out.push(envelope(ctx, 'job.cancelled', record, eventId(jobId, 0), { reason }, meta));
+    out.push(envelope(ctx, 'job.removed', record, eventId(jobId, out.length), { reason }, meta));
+    return out;
+  };
+  for (const action of actions) {
+    switch (action.type) {
+      case 'add':
+        singles.push(submit(action.key, action.identity));
+        break;
+      case 'remove_stale': {
+        const events = removal(action.jobId, 'stale');
+        if (events.length === 1) singles.push(events[0]!);
+        else groups.push(events);
+        break;
+      }
+      case 're_pend':
+        groups.push([...action.removeJobIds.flatMap((jobId) => removal(jobId, 'completed')), submit(action.key, action.identity)]);
+        break;
+      case 'orphan': {
+        const events = removal(action.jobId, 'orphan');
+        if (action.reAdd && action.key !== null) events.push(submit(action.key, action.identity));
+        groups.push(events);
+        break;
+      }
+      default: {
+        const unhandled: never = action;
+        return unhandled;
+      }
+    }
+  }
+  // Decided by the machines, each on the state the events before it leave (a job's cancel, then its removal).
+  const states = new Map<string, JobState>();
+  const check = (event: JobEvent): void => {
+    const jobId = event.aggregate.id;
+    const state = states.get(jobId) ?? (event.type === 'job.submitted' ? INITIAL_JOB_STATE : ctx.store.get(jobId)?.state);
+    const decision = state === undefined ? null : decideJob(state, event);
+    // Planned from these very states a moment ago: a refusal is a bug in the planning.
+    if (decision === null || !decision.ok) throw new InvalidTransitionError(`refresh of ${queue}: ${decision?.reason ?? `job ${jobId} is unknown`}`, { details: { queue, job_id: jobId } });
+    states.set(jobId, evolveJob(state!, event)!);
+  };
+  for (const event of singles) check(event);
+  for (const group of groups) for (const event of group) check(event);
+  return { singles, groups, touched };
+}
+
+/** A resend of this refresh: the counts the queue's aggregate recorded under its event id. */
+function earlierRefresh(ctx: CommandContext, queue: string, eventId: string, meta: CommandMeta): RefreshedCounts | undefined {
+  const record = ctx.aggregates.get<QueueContext>('queue', queue);
+  const found = record?.state.context.refreshes.find((r) => r.event_id === eventId);
+  if (found === undefined) return undefined;
+  assertSameCommand(record?.history.find((h) => h.id === eventId)?.commandHash, meta);
+  return found.counts;
+}
+
+/** A refresh's restriction as keys hold values: a boolean as 1 or 0, as the one normalisation gives keys (src/jobsets/key.ts). */
+function restrictionOf(restrict: RefreshCommand['restrict']): Restriction | undefined {
+  if (restrict === undefined) return undefined;
+  const term = (t: Readonly<Record<string, string | number | boolean | null>>): RestrictionTerm =>
+    Object.fromEntries(Object.entries(t).map(([name, value]) => [name, typeof value === 'boolean' ? (value ? 1 : 0) : value]));
+  return Array.isArray(restrict) ? restrict.map(term) : term(restrict as Readonly<Record<string, string | number | boolean | null>>);
+}
+
+/** docket.cmd.refresh on the queue's leader. */
+export async function refreshJobSet(deps: JobSetDeps, command: RefreshCommand): Promise<RefreshReply> {
+  const ctx = deps.context;
+  const { id, ...body } = command;
+  const { queue } = body;
+  const meta = commandMetaOf(id, { verb: 'refresh', ...body });
+  const writer = await ctx.writer(queue);
+  const refreshedId = id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(id, `queue-${queue}`);
+  if (id !== undefined) {
+    const earlier = earlierRefresh(ctx, queue, refreshedId, meta);
+    if (earlier !== undefined) return { queue, ...earlier, replayed: true };
+  }
+  const definition = jobSetOf(ctx, queue);
+  if (definition === undefined) throw new InvalidRequestError(`queue ${queue} is not a job set: define its key source first (docket.cmd.jobset.put, docket jobset put)`, { details: { queue } });
+  // Read to the end before anything is decided: a failing source appends nothing.
+  const inputs = await readRefreshInputs(definition as unknown as JobSetSources, { env: deps.env });
+  for (let round = 0; ; round++) {
+    // The definition may have changed while the sources were read: plan with the current one.
+    const settings = resolveRefreshSettings(body, jobSetOf(ctx, queue) ?? definition);
+    const plan = planRefresh({ source: inputs.source, target: inputs.target, restrict: restrictionOf(body.restrict), jobs: planJobs(deps, queue), settings, nowMs: ctx.clock.now() });
+    // Counting ids would need the plan's events; a cheap pass over the jobs it names first.
+    const named = plan.actions.flatMap((a) => (a.type === 'remove_stale' || a.type === 'orphan' ? [a.jobId] : a.type === 're_pend' ? a.removeJobIds : []));
+    const busy = named.filter((jobId) => writer.isBusy(jobId));
+    if (busy.length > 0 && round < BUSY_ROUNDS) {
+      await Promise.all(busy.map((jobId) => writer.settled(jobId)));
+      continue;
+    }
+    const decided = decide(deps, queue, plan.actions, plan, id, meta);
+    // A keyed submit of the same key in flight takes the same id: wait it out and plan again.
+    const busyNew = decided.touched.filter((jobId) => writer.isBusy(jobId));
+    if (busyNew.length > 0 && round < BUSY_ROUNDS) {
+      await Promise.all(busyNew.map((jobId) => writer.settled(jobId)));
+      continue;
+    }
+    await store(ctx, writer, queue, decided);
+    return { queue, ...(await recordRefresh(ctx, writer, queue, refreshedId, plan.counts, meta)), replayed: false };
+  }
+}
+
+/** Hands every decided event to the writer in one turn; throws when any commit failed (the stored ones stay: a refresh again completes the rest). */
+async function store(ctx: CommandContext, writer: PartitionWriter, queue: string, decided: Decided): Promise<void> {
+  const results = await Promise.allSettled([decided.singles.length === 0 ? Promise.resolve([]) : writer.appendEach(decided.singles), ...decided.groups.map((group) => writer.append(group))]);
+  const errors: Error[] = [];
+  const [singles, ...groups] = results;
+  if (singles!.status === 'rejected') errors.push(coerceError(singles!.reason));
+  else for (const p of singles!.value) if (p instanceof Error) errors.push(p);
+  for (const g of groups) if (g.status === 'rejected') errors.push(coerceError(g.reason));
+  if (errors.length === 0) return;
+  ctx.log.warn({ queue, failed: errors.length, err: errors[0] }, 'refresh partly stored');
+  const first = errors[0]!;
+  throw first instanceof DocketError ? first : new UnavailableError(`refresh of ${queue}: ${first.message} (some of its events were not stored; refresh again)`, { cause: first });
+}
+
+/** `queue.refreshed` with the counts: what a resend answers with. */
+async function recordRefresh(ctx: CommandContext, writer: PartitionWriter, queue: string, eventId: string, counts: RefreshedCounts, meta: CommandMeta): Promise<RefreshedCounts> {
+  const event = aggregateEnvelope(ctx, 'queue.refreshed', queueRef(queue), eventId, { ...counts }, meta);
+  const decision = decideAggregate(ctx.aggregates.stateOf('queue', queue), event);
+  if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { queue } });
+  await writer.append([event]);
+  return counts;
+}
+
+export interface JobSetShowReply {
+  readonly queue: string;
+  readonly jobset: JobSetDefinition;
+  /** Seed 000's progress: pending, reserved, success, error, ignore, total (docket's cancelled apart, as docket progress). */
+  readonly progress: { readonly pending: number; readonly reserved: number; readonly success: number; readonly error: number; readonly ignore: number; readonly cancelled: number; readonly total: number; readonly removed: number };
+  /** Keys in the source not yet in the target; null when not asked for or a source failed (then `remaining_error`). */
+  readonly remaining: number | null;
+  readonly remaining_error?: string;
+  /** The latest refresh: when, and its counts. */
+  readonly last_refresh: { readonly at: string; readonly counts: RefreshedCounts } | null;
+}
+
+/** docket.cmd.jobset.show: answered by any node from its own fold (and, for `remaining`, its own read of the sources). */
+export async function showJobSet(deps: JobSetDeps, command: JobSetShowCommand): Promise<JobSetShowReply> {
+  const ctx = deps.context;
+  const { queue } = command;
+  let definition = jobSetOf(ctx, queue);
+  if (definition === undefined) {
+    await ctx.catchUp();
+    definition = jobSetOf(ctx, queue);
+  }
+  if (definition === undefined) throw new InvalidRequestError(`queue ${queue} is not a job set`, { details: { queue } });
+  const p = deps.progress.of(queue);
+  let remaining: number | null = null;
+  let remainingError: string | undefined;
+  if (command.remaining !== false) {
+    try {
+      const inputs = await readRefreshInputs(definition as unknown as JobSetSources, { env: deps.env });
+      remaining = missingKeys(inputs.source, inputs.target).length;
+    } catch (err) {
+      remainingError = coerceError(err).message;
+    }
+  }
+  const last = ctx.aggregates.stateOf<QueueContext>('queue', queue).context.refreshes.at(-1);
+  return {
+    queue,
+    jobset: definition,
+    progress: { pending: p.pending, reserved: p.reserved, success: p.success, error: p.error, ignore: p.ignore, cancelled: p.cancelled, total: p.total, removed: p.removed ?? 0 },
+    remaining,
+    ...(remainingError === undefined ? {} : { remaining_error: remainingError }),
+    last_refresh: last === undefined ? null : { at: last.at, counts: last.counts },
+  };
+}
+
+/** What wiring the job set commands needs of the node. */
+export interface JobSetWiring {
+  readonly deps: JobSetDeps;
+  registerOnLeader(op: string, operation: (queue: string, body: unknown) => Promise<Record<string, unknown>>): void;
+  runOnLeader(queue: string, op: string, body: unknown): Promise<Record<string, unknown>>;
+  registerCommand(verb: string, handler: (body: unknown) => Promise<Record<string, unknown>>): void;
+}
+
+/**
+ * Registers `docket.cmd.jobset.put` (any queue name: defining a job set is what makes a new
+ * queue, as queue.set with create), `docket.cmd.refresh` (a job set only) and
+ * `docket.cmd.jobset.show`. Validated where received; writes run on the queue's leader.
+ */
+export function registerJobSetCommands(wiring: JobSetWiring): void {
+  const { deps } = wiring;
+  wiring.registerOnLeader('jobset.put', async (_queue, body) => ({ ...(await putJobSet(deps.context, body as JobSetPutCommand)) }));
+  wiring.registerOnLeader('refresh', async (_queue, body) => ({ ...(await refreshJobSet(deps, body as RefreshCommand)) }));
+  wiring.registerCommand('jobset.put', (body) => {
+    const command = validate(jobSetPutSchema, body);
+    return wiring.runOnLeader(command.queue, 'jobset.put', command);
+  });
+  wiring.registerCommand('refresh', async (body) => {
+    const command = validate(refreshSchema, body);
+    if (jobSetOf(deps.context, command.queue) === undefined) {
+      // Made a job set on another node a moment ago?
+      await deps.context.catchUp();
+      if (jobSetOf(deps.context, command.queue) === undefined) throw new InvalidRequestError(`queue ${command.queue} is not a job set: define its key source first (docket.cmd.jobset.put, docket jobset put)`, { details: { queue: command.queue } });
+    }
+    return wiring.runOnLeader(command.queue, 'refresh', command);
+  });
+  wiring.registerCommand('jobset.show', async (body) => ({ ...(await showJobSet(deps, validate(jobSetShowSchema, body))) }));
+}
