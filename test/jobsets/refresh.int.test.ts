@@ -15,7 +15,12 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { ManualClock } from '../../src/clock.js';
@@ -25,6 +30,8 @@ import { startNatsServer, type TestNatsServer } from '../support/nats-server.js'
 import { claim, complete } from '../support/worker-helpers.js';
 import { closeTestFile, connectTestClients, lastSeq, queueLog, request, startTrackedNode, uniqueQueue, type RawReply } from '../support/docket.js';
 
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BIN = join(ROOT, 'bin', 'docket.js');
 const PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const MY_URL = 'mysql://root@127.0.0.1:3306/test';
 
@@ -290,5 +297,63 @@ describe.skipIf(missing !== undefined)('job sets on PostgreSQL and MariaDB', () 
 
     const report = await auditQueue(queue);
     expect(report.violations).toEqual([]);
+  });
+});
+
+/** The CLI as a user runs it (no terminal), against this file's server. */
+function docket(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = { ...process.env };
+  for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT']) delete env[name];
+  const child = spawn(process.execPath, [BIN, ...args, '--server', server.url], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const deadline = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => {
+      clearTimeout(deadline);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('CLI: docket jobset put|show, docket refresh', () => {
+  test('a file key source and a command target: put, refresh (--restrict, then all), show with remaining; errors exit 1 naming the problem', async () => {
+    const queue = uniqueQueue('cli-set');
+    const dir = await mkdtemp(join(tmpdir(), 'docket-jobset-'));
+    try {
+      const keys = join(dir, 'keys.jsonl');
+      await writeFile(keys, ['{"lab":"a","n":1}', '{"lab":"a","n":2}', '{"lab":"b","n":3}', ''].join('\n'));
+      const put = await docket(['jobset', 'put', queue, '--source-file', keys, '--target-command', JSON.stringify(['sh', '-c', 'echo \'{"lab":"a","n":2,"extra":true}\'']), '--stale-timeout', '10m', '--json']);
+      expect(put.stderr).toBe('');
+      expect(put.code).toBe(0);
+      expect(JSON.parse(put.stdout)).toMatchObject({ ok: true, queue, jobset: { key_source: { file: keys }, target: { command: ['sh', '-c', expect.any(String)] }, stale_timeout_s: 600 } });
+
+      const restricted = await docket(['refresh', queue, '--restrict', '{"lab":"b"}', '--json']);
+      expect(JSON.parse(restricted.stdout)).toEqual({ ok: true, queue, added: 1, removed: 0, orphaned: 0, re_pended: 0, replayed: false });
+      const all = await docket(['refresh', queue]);
+      expect(all.code).toBe(0);
+      expect(all.stdout.trim()).toBe(`refreshed ${queue}: added 1, removed 0, orphaned 0, re-pended 0`);
+
+      const shown = await docket(['jobset', 'show', queue, '--json']);
+      expect(JSON.parse(shown.stdout)).toMatchObject({ ok: true, queue, progress: { pending: 2, reserved: 0, success: 0, error: 0, ignore: 0, total: 2 }, remaining: 2, last_refresh: { counts: { added: 1 } } });
+      const table = await docket(['jobset', 'show', queue]);
+      expect(table.stdout).toMatch(/remaining\s*│\s*2/);
+      expect(table.stdout).toContain(`file ${keys}`);
+
+      const noSource = await docket(['jobset', 'put', queue]);
+      expect(noSource.code).toBe(1);
+      expect(noSource.stderr).toMatch(/give the key source/);
+      const password = await docket(['jobset', 'put', queue, '--source-sql', 'SELECT 1 AS a', '--url', 'postgres://u:secret@127.0.0.1/test']);
+      expect(password.code).toBe(1);
+      expect(password.stderr).toMatch(/must not hold a password/);
+      const plain = await docket(['refresh', uniqueQueue('cli-none'), '--json']);
+      expect(plain.code).toBe(1);
+      expect(JSON.parse(plain.stdout)).toMatchObject({ ok: false, error: { code: 'invalid_request' } });
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
