@@ -99,25 +99,20 @@ function planJobs(deps: JobSetDeps, queue: string): PlanJob[] {
   return jobs;
 }
 
-/** Events that must be stored together (one job's cancel and removal, a removal and its replacement). */
-type Group = readonly JobEvent[];
-
-interface Decided {
-  /** Independent single events (adds, plain stale removals): any commit. */
-  readonly singles: JobEvent[];
-  /** Groups that go in one commit each. */
-  readonly groups: Group[];
-  /** Every job the events touch (existing ones and the ids new ones take). */
-  readonly touched: string[];
+/**
+ * One planned action's events, stored together when there are several (one job's cancel and
+ * removal, a removal and its replacement).
+ */
+interface Item {
+  readonly type: PlanAction['type'];
+  readonly events: readonly JobEvent[];
 }
 
 /** Turns the plan into events decided by the machines, on the state as it is now (synchronous). */
-function decide(deps: JobSetDeps, queue: string, actions: readonly PlanAction[], plan: { priority: number; runAtMs: number }, commandId: string | undefined, meta: CommandMeta): Decided {
+function decide(deps: JobSetDeps, queue: string, actions: readonly PlanAction[], plan: { priority: number; runAtMs: number }, commandId: string | undefined, meta: CommandMeta): Item[] {
   const ctx = deps.context;
   const now = ctx.clock.now();
-  const singles: JobEvent[] = [];
-  const groups: Group[] = [];
-  const touched: string[] = [];
+  const items: Item[] = [];
   /** Each event's id: derived from the command id (and the job, and its place among the job's events) when there is one. */
   const eventId = (jobId: string, index: number) => (commandId === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(commandId, jobId, index));
   // A key added twice in one plan (re-pend and orphan of the same key cannot both happen, but
@@ -127,14 +122,12 @@ function decide(deps: JobSetDeps, queue: string, actions: readonly PlanAction[],
     let { jobId, generation } = freeKeyedJobId(ctx, queue, identity);
     while (taken.has(jobId)) ({ jobId, generation } = freeKeyedJobId(ctx, queue, identity, generation + 1));
     taken.add(jobId);
-    touched.push(jobId);
     const spec = { queue, key: key as never, priority: plan.priority, ...(plan.runAtMs > now ? { run_at: toIso(plan.runAtMs) } : {}) };
     return submittedEvent(ctx, spec, jobId, eventId(jobId, 0), meta);
   };
   /** The events that take an existing job out of the views: a running one is cancelled first. */
   const removal = (jobId: string, reason: 'stale' | 'orphan' | 'completed'): JobEvent[] => {
     const record = ctx.store.get(jobId)!;
-    touched.push(jobId);
     const out: JobEvent[] = [];
     if (record.state.job.value === 'running') out.push(envelope(ctx, 'job.cancelled', record, eventId(jobId, 0), { reason }, meta));
     out.push(envelope(ctx, 'job.removed', record, eventId(jobId, out.length), { reason }, meta));
@@ -143,21 +136,18 @@ function decide(deps: JobSetDeps, queue: string, actions: readonly PlanAction[],
   for (const action of actions) {
     switch (action.type) {
       case 'add':
-        singles.push(submit(action.key, action.identity));
+        items.push({ type: action.type, events: [submit(action.key, action.identity)] });
         break;
-      case 'remove_stale': {
-        const events = removal(action.jobId, 'stale');
-        if (events.length === 1) singles.push(events[0]!);
-        else groups.push(events);
+      case 'remove_stale':
+        items.push({ type: action.type, events: removal(action.jobId, 'stale') });
         break;
-      }
       case 're_pend':
-        groups.push([...action.removeJobIds.flatMap((jobId) => removal(jobId, 'completed')), submit(action.key, action.identity)]);
+        items.push({ type: action.type, events: [...action.removeJobIds.flatMap((jobId) => removal(jobId, 'completed')), submit(action.key, action.identity)] });
         break;
       case 'orphan': {
         const events = removal(action.jobId, 'orphan');
         if (action.reAdd && action.key !== null) events.push(submit(action.key, action.identity));
-        groups.push(events);
+        items.push({ type: action.type, events });
         break;
       }
       default: {
@@ -176,9 +166,14 @@ function decide(deps: JobSetDeps, queue: string, actions: readonly PlanAction[],
     if (decision === null || !decision.ok) throw new InvalidTransitionError(`refresh of ${queue}: ${decision?.reason ?? `job ${jobId} is unknown`}`, { details: { queue, job_id: jobId } });
     states.set(jobId, evolveJob(state!, event)!);
   };
-  for (const event of singles) check(event);
-  for (const group of groups) for (const event of group) check(event);
-  return { singles, groups, touched };
+  for (const item of items) for (const event of item.events) check(event);
+  return items;
+}
+
+/** What was done, by the items kept. */
+function countsOf(items: readonly Item[]): RefreshedCounts {
+  const count = (type: PlanAction['type']) => items.filter((item) => item.type === type).length;
+  return { added: count('add'), removed: count('remove_stale'), orphaned: count('orphan'), re_pended: count('re_pend') };
 }
 
 /** A resend of this refresh: the counts the queue's aggregate recorded under its event id. */
@@ -218,33 +213,37 @@ export async function refreshJobSet(deps: JobSetDeps, command: RefreshCommand): 
     // The definition may have changed while the sources were read: plan with the current one.
     const settings = resolveRefreshSettings(body, jobSetOf(ctx, queue) ?? definition);
     const plan = planRefresh({ source: inputs.source, target: inputs.target, restrict: restrictionOf(body.restrict), jobs: planJobs(deps, queue), settings, nowMs: ctx.clock.now() });
-    // Counting ids would need the plan's events; a cheap pass over the jobs it names first.
-    const named = plan.actions.flatMap((a) => (a.type === 'remove_stale' || a.type === 'orphan' ? [a.jobId] : a.type === 're_pend' ? a.removeJobIds : []));
-    const busy = named.filter((jobId) => writer.isBusy(jobId));
-    if (busy.length > 0 && round < BUSY_ROUNDS) {
-      await Promise.all(busy.map((jobId) => writer.settled(jobId)));
-      continue;
-    }
     const decided = decide(deps, queue, plan.actions, plan, id, meta);
-    // A keyed submit of the same key in flight takes the same id: wait it out and plan again.
-    const busyNew = decided.touched.filter((jobId) => writer.isBusy(jobId));
-    if (busyNew.length > 0 && round < BUSY_ROUNDS) {
-      await Promise.all(busyNew.map((jobId) => writer.settled(jobId)));
+    // A job with an event in flight in the writer (a claim, a cancel; a keyed submit of the same
+    // key takes the same id): wait it out and plan again on the settled state.
+    const isBusy = (item: Item) => item.events.some((event) => writer.isBusy(event.aggregate.id));
+    const busyItems = decided.filter(isBusy);
+    if (busyItems.length > 0 && round < BUSY_ROUNDS) {
+      await Promise.all(busyItems.flatMap((item) => item.events.map((event) => writer.settled(event.aggregate.id))));
       continue;
     }
-    await store(ctx, writer, queue, decided);
-    return { queue, ...(await recordRefresh(ctx, writer, queue, refreshedId, plan.counts, meta)), replayed: false };
+    // Still busy after every round: something else keeps deciding those jobs; the next refresh sees them settled.
+    const kept = busyItems.length === 0 ? decided : decided.filter((item) => !isBusy(item));
+    if (busyItems.length > 0) ctx.log.info({ queue, busy: busyItems.length }, 'refresh left out jobs another command kept busy');
+    await store(ctx, writer, queue, kept);
+    return { queue, ...(await recordRefresh(ctx, writer, queue, refreshedId, countsOf(kept), meta)), replayed: false };
   }
 }
 
-/** Hands every decided event to the writer in one turn; throws when any commit failed (the stored ones stay: a refresh again completes the rest). */
-async function store(ctx: CommandContext, writer: PartitionWriter, queue: string, decided: Decided): Promise<void> {
-  const results = await Promise.allSettled([decided.singles.length === 0 ? Promise.resolve([]) : writer.appendEach(decided.singles), ...decided.groups.map((group) => writer.append(group))]);
+/**
+ * Hands every decided event to the writer in one turn: single events through appendEach (as few
+ * commits as they fit), each item of several events as one commit. Throws when any commit failed
+ * (the stored ones stay: a refresh again completes the rest).
+ */
+async function store(ctx: CommandContext, writer: PartitionWriter, queue: string, items: readonly Item[]): Promise<void> {
+  const singles = items.filter((item) => item.events.length === 1).map((item) => item.events[0]!);
+  const groups = items.filter((item) => item.events.length > 1);
+  const results = await Promise.allSettled([singles.length === 0 ? Promise.resolve([]) : writer.appendEach(singles), ...groups.map((item) => writer.append(item.events))]);
   const errors: Error[] = [];
-  const [singles, ...groups] = results;
-  if (singles!.status === 'rejected') errors.push(coerceError(singles!.reason));
-  else for (const p of singles!.value) if (p instanceof Error) errors.push(p);
-  for (const g of groups) if (g.status === 'rejected') errors.push(coerceError(g.reason));
+  for (const result of results) {
+    if (result.status === 'rejected') errors.push(coerceError(result.reason));
+    else for (const p of result.value) if (p instanceof Error) errors.push(p);
+  }
   if (errors.length === 0) return;
   ctx.log.warn({ queue, failed: errors.length, err: errors[0] }, 'refresh partly stored');
   const first = errors[0]!;
