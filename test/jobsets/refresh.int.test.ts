@@ -251,6 +251,22 @@ describe.skipIf(missing !== undefined)('job sets on PostgreSQL and MariaDB', () 
     expect(report.violations).toEqual([]);
   });
 
+  test('password_env unset on the node: the refresh is invalid_request naming the variable and appends nothing; a paused queue takes a put and a refresh', async () => {
+    const queue = uniqueQueue('pw-set');
+    ok(await request(nc, 'pause', { queue, create: true }));
+    const variable = `DOCKET_TEST_UNSET_${suffix.toUpperCase()}`;
+    ok(await request(nc, 'jobset.put', { queue, key_source: { url: PG_URL, sql: `SELECT subject, session FROM ${upstream}`, password_env: variable } }));
+    const before = await lastSeq(jsm);
+    const error = refused(await request(nc, 'refresh', { queue }));
+    expect(error.code).toBe('invalid_request');
+    expect(error.message).toContain(variable);
+    expect(await lastSeq(jsm)).toBe(before);
+    ok(await request(nc, 'jobset.put', { queue, key_source: { keys: [{ subject: 1, session: 1 }] } }));
+    expect(await refresh(queue)).toEqual({ added: 1, removed: 0, orphaned: 0, re_pended: 0 });
+    expect(await claim(nc, queue, { max: 1 })).toEqual([]);
+    expect(await auditQueue(queue)).toMatchObject({ violations: [] });
+  });
+
   test('MariaDB: keep_completed keeps success and re-pends a key whose target row is missing; restrict narrows adds; orphans are removed and added again', async () => {
     const queue = uniqueQueue('my-set');
     await my.query(`INSERT INTO ${upstream} VALUES (10,1),(10,2),(11,1)`);
