@@ -373,3 +373,22 @@ describe('CLI: docket jobset put|show, docket refresh', () => {
     }
   });
 });
+
+describe('after a restart', () => {
+  test('a node folded from the log knows the job set, its last refresh and a resend of it; a refresh adds nothing again', async () => {
+    const queue = uniqueQueue('restart-set');
+    ok(await request(nc, 'jobset.put', { queue, key_source: { keys: [{ n: 1 }, { n: 2 }] }, keep_completed: true }));
+    expect(ok(await request(nc, 'refresh', { id: `restart-${queue}`, queue }))).toMatchObject({ added: 2, replayed: false });
+    await node.close();
+    node = await startTrackedNode(server, { clock, nodeName: 'jobsets-again' });
+    const show = await client.showJobSet(queue);
+    expect(show.jobset).toEqual({ key_source: { keys: [{ n: 1 }, { n: 2 }] }, keep_completed: true });
+    expect(show.last_refresh?.counts).toEqual({ added: 2, removed: 0, orphaned: 0, re_pended: 0 });
+    expect(show).toMatchObject({ progress: { pending: 2 }, remaining: 2 });
+    const seq = await lastSeq(jsm);
+    expect(ok(await request(nc, 'refresh', { id: `restart-${queue}`, queue }))).toMatchObject({ added: 2, replayed: true });
+    expect(await lastSeq(jsm)).toBe(seq);
+    expect(await refresh(queue)).toEqual({ added: 0, removed: 0, orphaned: 0, re_pended: 0 });
+    expect(await auditQueue(queue)).toMatchObject({ violations: [] });
+  });
+});
