@@ -183,6 +183,47 @@ export function registerJobSetCommands(program: Command): void {
   });
 
   withCommonOptions(
+    jobset
+      .command('ignore')
+      .description('ignore a key (also one with no job yet): never handed out, never removed as stale; jobset delete frees it')
+      .argument('<queue>', 'queue name')
+      .argument('<key>', 'the key as a JSON object, e.g. \'{"subject_id":3,"session_id":1}\'')
+      .option('--reason <text>', 'why, kept on the job')
+      .option('--id <command-id>', 'command id: resending the same id returns the first result'),
+  ).action(async (queue: string, key: string, flags: CommonFlags & { reason?: string; id?: string }) => {
+    const body = { queue, key: parseJsonObject(key, '<key>'), ...(flags.reason === undefined ? {} : { reason: flags.reason }), ...(flags.id === undefined ? {} : { id: flags.id }) };
+    await withClient(flags, async (client) => {
+      const reply = await client.ignore(body as Parameters<typeof client.ignore>[0]);
+      if (flags.json) writeJson({ ok: true, ...reply });
+      else writeOut(`key ${key} of ${queue} is ignored (job ${reply.job_id}${reply.created ? '' : ', already'})`);
+    });
+  });
+
+  withCommonOptions(
+    jobset
+      .command('delete')
+      .description('remove jobs from the views (not running ones) so the next refresh adds their keys again, e.g. --status error')
+      .argument('<queue>', 'queue name')
+      .option('--key <json>', 'one key, as a JSON object')
+      .option('--status <status>', 'pending, success, error or ignore')
+      .option('--restrict <json>', 'keys matching an object of attribute values, or a JSON array of them (any)')
+      .option('--id <command-id>', 'command id: resending the same id returns the first result'),
+  ).action(async (queue: string, flags: CommonFlags & { key?: string; status?: string; restrict?: string; id?: string }) => {
+    const body = {
+      queue,
+      ...(flags.key === undefined ? {} : { key: parseJsonObject(flags.key, '--key') }),
+      ...(flags.status === undefined ? {} : { status: flags.status }),
+      ...(flags.restrict === undefined ? {} : { restrict: flags.restrict.trimStart().startsWith('[') ? parseRestrictList(flags.restrict) : parseJsonObject(flags.restrict, '--restrict') }),
+      ...(flags.id === undefined ? {} : { id: flags.id }),
+    };
+    await withClient(flags, async (client) => {
+      const reply = await client.deleteJobs(body as Parameters<typeof client.deleteJobs>[0]);
+      if (flags.json) writeJson({ ok: true, ...reply });
+      else writeOut(`deleted ${reply.deleted} job${reply.deleted === 1 ? '' : 's'} of ${queue}${reply.running > 0 ? ` (${reply.running} running left alone: cancel them first)` : ''}`);
+    });
+  });
+
+  withCommonOptions(
     program
       .command('refresh')
       .description('refresh a job set: queue its missing keys, re-pend (keep completed), remove stale and orphaned jobs')

@@ -20,8 +20,8 @@ import type { JobSummary, toDetail } from '../commands/queries.js';
 import type { QueueProgress } from '../projections/progress.js';
 import type { SubmitItemReply } from '../commands/submit.js';
 import type { BulkReply } from '../commands/bulk-commands.js';
-import type { JobSetPutReply, JobSetShowReply, RefreshReply } from '../commands/jobset-commands.js';
-import type { JobSetPutCommand, RefreshCommand } from '../commands/jobset-schemas.js';
+import type { DeleteReply, IgnoreReply, JobSetPutReply, JobSetShowReply, RefreshReply } from '../commands/jobset-commands.js';
+import type { DeleteCommand, IgnoreCommand, JobSetPutCommand, RefreshCommand } from '../commands/jobset-schemas.js';
 import type { CancelAllCommand, CleanCommand, RetryAllCommand } from '../commands/schemas.js';
 
 export interface ClientOptions {
@@ -252,6 +252,18 @@ export class Client {
   /** Refreshes a job set (seed 000's jobs.refresh) on its leader: `{added, removed, orphaned, re_pended}`. */
   async refresh(command: RefreshCommand): Promise<RefreshReply> {
     const { ok: _ok, ...reply } = await this.request<RefreshReply & { ok: true }>('refresh', command);
+    return reply;
+  }
+
+  /** Ignores a key of a job set (seed 000's jobs.ignore), also one that has no job yet. */
+  async ignore(command: IgnoreCommand): Promise<IgnoreReply> {
+    const { ok: _ok, ...reply } = await this.request<IgnoreReply & { ok: true }>('ignore', command);
+    return reply;
+  }
+
+  /** Removes a job set's jobs matching key, status and restrict (running ones excepted): the next refresh adds their keys again. */
+  async deleteJobs(command: DeleteCommand): Promise<DeleteReply> {
+    const { ok: _ok, ...reply } = await this.request<DeleteReply & { ok: true }>('delete', command);
     return reply;
   }
 

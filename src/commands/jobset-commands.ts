@@ -24,18 +24,18 @@ import { decideAggregate, decideJob, evolveJob, INITIAL_JOB_STATE, type JobEvent
 import { toIso } from '../clock.js';
 import { DocketError, InvalidRequestError, InvalidTransitionError, UnavailableError, coerceError } from '../errors.js';
 import { eventIdFor, eventIdOf } from '../ids.js';
-import type { Key } from '../jobsets/key.js';
+import { keyIdentity, type Key } from '../jobsets/key.js';
 import { planJobOf } from '../jobsets/plan-jobs.js';
 import { missingKeys, planRefresh, type PlanAction, type PlanJob } from '../jobsets/plan.js';
 import { readRefreshInputs, type JobSetSources } from '../jobsets/refresh-inputs.js';
-import type { Restriction, RestrictionTerm } from '../jobsets/restrict.js';
+import { matchesRestriction, type Restriction, type RestrictionTerm } from '../jobsets/restrict.js';
 import { resolveRefreshSettings } from '../jobsets/settings.js';
 import type { Progress } from '../projections/progress.js';
 import type { QueueIndex } from '../projections/queue-index.js';
 import type { JobRecord } from '../store/job-store.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
 import { aggregateEnvelope, assertSameCommand, commandMetaOf, envelope, transitionAggregate, type CommandContext, type CommandMeta } from './handle-command.js';
-import { jobSetPutSchema, jobSetShowSchema, refreshSchema, type JobSetPutCommand, type JobSetShowCommand, type RefreshCommand } from './jobset-schemas.js';
+import { deleteSchema, ignoreSchema, jobSetPutSchema, jobSetShowSchema, refreshSchema, type DeleteCommand, type IgnoreCommand, type JobSetPutCommand, type JobSetShowCommand, type RefreshCommand } from './jobset-schemas.js';
 import { JobSetDefaults } from './limits.js';
 import { freeKeyedJobId, submittedEvent } from './submit.js';
 import { validate } from './validate.js';
@@ -303,6 +303,154 @@ export async function showJobSet(deps: JobSetDeps, command: JobSetShowCommand): 
   };
 }
 
+/** A key given by hand, as keys from sources hold values: a boolean as 1 or 0 (src/jobsets/key.ts). */
+function keyOf(key: Readonly<Record<string, string | number | boolean | null>>): Key {
+  return Object.fromEntries(Object.entries(key).map(([name, value]) => [name, typeof value === 'boolean' ? (value ? 1 : 0) : value]));
+}
+
+/** A job set's definition, or invalid_request naming the queue. */
+function requireJobSet(ctx: CommandContext, queue: string): JobSetDefinition {
+  const definition = jobSetOf(ctx, queue);
+  if (definition === undefined) throw new InvalidRequestError(`queue ${queue} is not a job set: define its key source first (docket.cmd.jobset.put, docket jobset put)`, { details: { queue } });
+  return definition;
+}
+
+export interface IgnoreReply {
+  readonly queue: string;
+  readonly job_id: string;
+  readonly status: 'ignored';
+  /** false: the key was ignored already (or this is a resend). */
+  readonly created: boolean;
+}
+
+/**
+ * docket.cmd.ignore on the queue's leader (seed 000's `jobs.ignore(key)`): a pending job of the
+ * key is ignored; a key with no job, or only ended ones (success, error), gets a new job that is
+ * ignored in the commit that submits it (its ended jobs removed, `deleted`, in the same commit, so
+ * the key has one job in the views); an ignored key is answered as it is; a running job is refused
+ * (cancel it first). An ignored job is never handed out, never removed as stale, only by delete.
+ */
+export async function ignoreKey(deps: JobSetDeps, command: IgnoreCommand): Promise<IgnoreReply> {
+  const ctx = deps.context;
+  const { id, ...body } = command;
+  const { queue } = body;
+  const meta = commandMetaOf(id, { verb: 'ignore', ...body });
+  const writer = await ctx.writer(queue);
+  requireJobSet(ctx, queue);
+  const key = keyOf(body.key);
+  const identity = keyIdentity(key);
+  const reason = body.reason ?? null;
+  const submitId = id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(id, `ignore:${queue}`);
+  if (id !== undefined) {
+    const mine = ctx.store.bySubmitEventId(submitId);
+    if (mine) {
+      assertSameCommand(mine.commandHash, meta);
+      return { queue, job_id: mine.jobId, status: 'ignored', created: false };
+    }
+  }
+  for (let round = 0; ; round++) {
+    const held = planJobs(deps, queue).filter((job) => (job.identity ?? keyIdentity(job.key)) === identity);
+    const busy = held.filter((job) => writer.isBusy(job.jobId));
+    if (busy.length > 0 && round < BUSY_ROUNDS) {
+      await Promise.all(busy.map((job) => writer.settled(job.jobId)));
+      continue;
+    }
+    const ignored = held.find((job) => job.status === 'ignore');
+    if (ignored !== undefined) return { queue, job_id: ignored.jobId, status: 'ignored', created: false };
+    const running = held.find((job) => job.status === 'reserved');
+    if (running !== undefined) throw new InvalidTransitionError(`cannot ignore key ${identity} of queue ${queue}: its job ${running.jobId} is running; cancel it first`, { details: { queue, job_id: running.jobId } });
+    const eventId = (jobId: string, index: number) => (id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(id, jobId, index));
+    const pending = held.filter((job) => job.status === 'pending');
+    let events: JobEvent[];
+    let jobId: string;
+    if (pending.length > 0) {
+      events = pending.map((job) => envelope(ctx, 'job.ignored', ctx.store.get(job.jobId)!, eventId(job.jobId, 0), { reason }, meta));
+      jobId = pending[0]!.jobId;
+    } else {
+      const removals = held.map((job) => envelope(ctx, 'job.removed', ctx.store.get(job.jobId)!, eventId(job.jobId, 0), { reason: 'deleted' }, meta));
+      ({ jobId } = freeKeyedJobId(ctx, queue, identity));
+      const submitted = submittedEvent(ctx, { queue, key: key as never, params: {} }, jobId, submitId, meta);
+      events = [...removals, submitted, envelope(ctx, 'job.ignored', { queue, jobId }, eventId(jobId, 1), { reason }, meta)];
+    }
+    if (events.some((event) => writer.isBusy(event.aggregate.id)) && round < BUSY_ROUNDS) {
+      await writer.settled(jobId);
+      continue;
+    }
+    decideAll(queue, ctx, events);
+    await writer.append(events);
+    return { queue, job_id: jobId, status: 'ignored', created: true };
+  }
+}
+
+/** Decides events by the machines, each on the state the ones before leave; throws on a refusal (nothing appended). */
+function decideAll(queue: string, ctx: CommandContext, events: readonly JobEvent[]): void {
+  const states = new Map<string, JobState>();
+  for (const event of events) {
+    const jobId = event.aggregate.id;
+    const state = states.get(jobId) ?? (event.type === 'job.submitted' ? INITIAL_JOB_STATE : ctx.store.get(jobId)?.state);
+    const decision = state === undefined ? null : decideJob(state, event);
+    if (decision === null || !decision.ok) throw new InvalidTransitionError(`${queue}: ${decision?.reason ?? `job ${jobId} is unknown`}`, { details: { queue, job_id: jobId } });
+    states.set(jobId, evolveJob(state!, event)!);
+  }
+}
+
+export interface DeleteReply {
+  readonly queue: string;
+  /** Jobs removed from the views (`job.removed {reason: deleted}`). */
+  readonly deleted: number;
+  /** Matching jobs left alone because they are running (reserved): cancel them first. */
+  readonly running: number;
+  /** A resend (same command id): the jobs the first send removed. */
+  readonly replayed: boolean;
+}
+
+/**
+ * docket.cmd.delete on the queue's leader (seed 000's `(jobs & condition).delete()`): every keyed
+ * job in the views matching key, status (seed 000's) and restrict (AND), except running ones, is
+ * removed (`deleted`): its key is free, so the next refresh adds it again (e.g. `status: error`
+ * resets failures). With a command id a resend answers what the first send removed.
+ */
+export async function deleteJobs(deps: JobSetDeps, command: DeleteCommand): Promise<DeleteReply> {
+  const ctx = deps.context;
+  const { id, ...body } = command;
+  const { queue } = body;
+  const meta = commandMetaOf(id, { verb: 'delete', ...body });
+  const writer = await ctx.writer(queue);
+  requireJobSet(ctx, queue);
+  if (id !== undefined) {
+    let earlier = 0;
+    for (const record of ctx.store.values()) {
+      if (record.queue !== queue || record.state.job.value !== 'removed') continue;
+      const mine = eventIdFor(id, record.jobId);
+      const entry = record.later.find((h) => h.id === mine);
+      if (entry === undefined) continue;
+      assertSameCommand(entry.commandHash, meta);
+      earlier += 1;
+    }
+    if (earlier > 0) return { queue, deleted: earlier, running: 0, replayed: true };
+  }
+  const identity = body.key === undefined ? undefined : keyIdentity(keyOf(body.key));
+  const restrict = restrictionOf(body.restrict);
+  for (let round = 0; ; round++) {
+    const matching = planJobs(deps, queue).filter(
+      (job) =>
+        (identity === undefined || (job.identity ?? keyIdentity(job.key)) === identity) &&
+        (body.status === undefined || job.status === body.status) &&
+        (restrict === undefined || (typeof job.key === 'object' && matchesRestriction(job.key, restrict))),
+    );
+    const busy = matching.filter((job) => writer.isBusy(job.jobId));
+    if (busy.length > 0 && round < BUSY_ROUNDS) {
+      await Promise.all(busy.map((job) => writer.settled(job.jobId)));
+      continue;
+    }
+    const deletable = matching.filter((job) => job.status !== 'reserved' && !writer.isBusy(job.jobId));
+    const events = deletable.map((job) => envelope(ctx, 'job.removed', ctx.store.get(job.jobId)!, id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(id, job.jobId), { reason: 'deleted' }, meta));
+    decideAll(queue, ctx, events);
+    await store(ctx, writer, queue, events.map((event) => ({ type: 'remove_stale' as const, events: [event] })));
+    return { queue, deleted: events.length, running: matching.filter((job) => job.status === 'reserved').length, replayed: false };
+  }
+}
+
 /** What wiring the job set commands needs of the node. */
 export interface JobSetWiring {
   readonly deps: JobSetDeps;
@@ -333,5 +481,17 @@ export function registerJobSetCommands(wiring: JobSetWiring): void {
     }
     return wiring.runOnLeader(command.queue, 'refresh', command);
   });
+  for (const [verb, schema, run] of [
+    ['ignore', ignoreSchema, (body: unknown) => ignoreKey(deps, body as IgnoreCommand)],
+    ['delete', deleteSchema, (body: unknown) => deleteJobs(deps, body as DeleteCommand)],
+  ] as const) {
+    wiring.registerOnLeader(verb, async (_queue, body) => ({ ...(await run(body)) }));
+    wiring.registerCommand(verb, async (body) => {
+      const command = validate(schema as typeof ignoreSchema | typeof deleteSchema, body) as { queue: string };
+      if (jobSetOf(deps.context, command.queue) === undefined) await deps.context.catchUp();
+      requireJobSet(deps.context, command.queue);
+      return wiring.runOnLeader(command.queue, verb, command);
+    });
+  }
   wiring.registerCommand('jobset.show', async (body) => ({ ...(await showJobSet(deps, validate(jobSetShowSchema, body))) }));
 }

@@ -24,10 +24,9 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { ManualClock } from '../../src/clock.js';
-import { envelope, transitionJob } from '../../src/commands/handle-command.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { claim, complete } from '../support/worker-helpers.js';
+import { claim, complete, fail } from '../support/worker-helpers.js';
 import { closeTestFile, connectTestClients, lastSeq, queueLog, request, startTrackedNode, uniqueQueue, type RawReply } from '../support/docket.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -114,10 +113,6 @@ async function auditQueue(queue: string) {
   return auditMessages(messages);
 }
 
-/** Ignores a queued job as DataJoint's jobs.ignore(key) would (no command exists for it yet). */
-async function ignore(jobId: string): Promise<void> {
-  await transitionJob(node.context, jobId, undefined, (record, eventId) => envelope(node.context, 'job.ignored', record, eventId, { reason: 'ignored by the test' }));
-}
 
 const k = (subject: number, session: number) => JSON.stringify({ subject, session });
 
@@ -223,7 +218,7 @@ describe.skipIf(missing !== undefined)('job sets on PostgreSQL and MariaDB', () 
     // Ignore (2,1); then (2,1) and (2,2) leave the source.
     const jobs = (await client.list({ queue, limit: 100 })).jobs;
     const jobOf = (subject: number, session: number) => jobs.find((j) => JSON.stringify(j.key) === k(subject, session))!.job_id;
-    await ignore(jobOf(2, 1));
+    expect(await client.ignore({ queue, key: { subject: 2, session: 1 } })).toEqual({ queue, job_id: jobOf(2, 1), status: 'ignored', created: true });
     await pgc.query(`DELETE FROM ${upstream} WHERE subject = 2`);
     // Not older than stale_timeout yet: nothing removed.
     expect(await refresh(queue)).toEqual({ added: 0, removed: 0, orphaned: 0, re_pended: 0 });
@@ -371,6 +366,69 @@ describe('CLI: docket jobset put|show, docket refresh', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('ignore and delete', () => {
+  test('ignore: a pending job, a key with no job (refresh never adds it), an error job (replaced in one commit); delete: by status resets errors for the next refresh, by key frees an ignored key, never a running job; bad input appends nothing', async () => {
+    const queue = uniqueQueue('ignore-set');
+    const keys = [1, 2, 3, 4, 5].map((n) => ({ n }));
+    ok(await request(nc, 'jobset.put', { queue, key_source: { keys } }));
+    expect(await refresh(queue)).toMatchObject({ added: 5 });
+    const idOf = async (n: number) => (await client.list({ queue, limit: 100 })).jobs.find((j) => JSON.stringify(j.key) === JSON.stringify({ n }))!.job_id;
+
+    // A key with no job yet: created ignored in one commit, so a refresh never adds it.
+    ok(await request(nc, 'jobset.put', { queue, key_source: { keys: [...keys, { n: 6 }] } }));
+    const six = await client.ignore({ queue, key: { n: 6 }, reason: 'bad session' });
+    expect(six).toMatchObject({ status: 'ignored', created: true });
+    expect((await client.get(six.job_id)).job).toMatchObject({ status: 'ignored', key: { n: 6 }, end_reason: 'bad session' });
+    expect(await refresh(queue)).toMatchObject({ added: 0 });
+    // Again: answered as it is, nothing appended.
+    let seq = await lastSeq(jsm);
+    expect(await client.ignore({ queue, key: { n: 6 } })).toEqual({ queue, job_id: six.job_id, status: 'ignored', created: false });
+    expect(await lastSeq(jsm)).toBe(seq);
+
+    // A pending job is ignored in place and never handed out.
+    const one = await idOf(1);
+    expect(await client.ignore({ queue, key: { n: 1 } })).toMatchObject({ job_id: one, created: true });
+
+    // Run 2 (fails) and 3 (running); 4 and 5 stay pending.
+    const claimed = await claim(nc, queue, { max: 2 });
+    expect(claimed.map((j) => j.key)).toEqual([{ n: 2 }, { n: 3 }]);
+    expect((await fail(nc, queue, claimed[0]!)).ok).toBe(true);
+    // An error job's key: ignoring it removes the error job and ignores a new one, one commit.
+    const two = await client.ignore({ queue, key: { n: 2 } });
+    expect(two.job_id).not.toBe(claimed[0]!.job_id);
+    expect((await client.get(claimed[0]!.job_id)).job.status).toBe('removed');
+    // A running job cannot be ignored.
+    expect(refused(await request(nc, 'ignore', { queue, key: { n: 3 } }))).toMatchObject({ code: 'invalid_transition' });
+    // Nor deleted: a delete leaves it, saying so.
+    expect(await client.deleteJobs({ queue, key: { n: 3 } })).toEqual({ queue, deleted: 0, running: 1, replayed: false });
+
+    // Delete by status: the pending jobs go; a refresh adds them again.
+    const deleted = ok(await request(nc, 'delete', { id: `del-${queue}`, queue, status: 'pending' }));
+    expect(deleted).toMatchObject({ deleted: 2, running: 0, replayed: false });
+    seq = await lastSeq(jsm);
+    expect(ok(await request(nc, 'delete', { id: `del-${queue}`, queue, status: 'pending' }))).toMatchObject({ deleted: 2, replayed: true });
+    expect(await lastSeq(jsm)).toBe(seq);
+    expect(await refresh(queue)).toMatchObject({ added: 2 });
+    // Delete by key frees an ignored key: the next refresh adds it.
+    expect(await client.deleteJobs({ queue, key: { n: 6 } })).toMatchObject({ deleted: 1 });
+    expect(await refresh(queue)).toMatchObject({ added: 1 });
+    expect((await client.showJobSet(queue)).progress).toMatchObject({ pending: 3, reserved: 1, ignore: 2, error: 0 });
+
+    seq = await lastSeq(jsm);
+    expect(refused(await request(nc, 'delete', { queue })).message).toMatch(/give key, status or restrict/);
+    expect(refused(await request(nc, 'delete', { queue, status: 'reserved' })).code).toBe('invalid_request');
+    expect(refused(await request(nc, 'ignore', { queue, key: {} })).code).toBe('invalid_request');
+    expect(refused(await request(nc, 'ignore', { queue: uniqueQueue('not-a-set'), key: { n: 1 } })).message).toContain('is not a job set');
+    expect(await lastSeq(jsm)).toBe(seq);
+
+    const cli = await docket(['jobset', 'delete', queue, '--restrict', '[{"n":4},{"n":5}]', '--json']);
+    expect(JSON.parse(cli.stdout)).toMatchObject({ ok: true, deleted: 2 });
+    const cliIgnore = await docket(['jobset', 'ignore', queue, '{"n":4}']);
+    expect(cliIgnore.stdout).toMatch(/is ignored/);
+    expect(await auditQueue(queue)).toMatchObject({ violations: [] });
   });
 });
 
