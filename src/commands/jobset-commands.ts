@@ -7,8 +7,8 @@
  *
  * A refresh reads both sources to the end before it decides (a failing source appends nothing),
  * then plans and decides every event synchronously against committed state (jobs with an event
- * in flight in the writer are waited out first, as the bulk commands do), and hands them to the
- * partition's writer in the same turn:
+ * in flight in the writer are waited out, up to five times, then left for the next refresh, as the
+ * bulk commands do), and hands them to the partition's writer in the same turn:
  * - an add is a keyed `job.submitted` (the key's next free keyed id: src/commands/submit.ts);
  * - a stale removal is `job.removed {reason: stale}` (a running stale job is cancelled first, in
  *   the same commit: a running job is never removed);
@@ -19,6 +19,9 @@
  * Once every job event is stored, `queue.refreshed {counts}` records the answer on the queue's
  * aggregate: with a command id its event id is derived from it, and a resend finds it among the
  * queue's latest refreshes and answers with the first counts, appending nothing.
+ *
+ * `docket.cmd.ignore` and `docket.cmd.delete` are seed 000's `jobs.ignore(key)` and
+ * `(jobs & condition).delete()` on the same state (see each).
  */
 import { decideAggregate, decideJob, evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobSetDefinition, type JobState, type QueueContext, type RefreshedCounts } from '../../machines/index.js';
 import { toIso } from '../clock.js';
@@ -156,17 +159,9 @@ function decide(deps: JobSetDeps, queue: string, actions: readonly PlanAction[],
       }
     }
   }
-  // Decided by the machines, each on the state the events before it leave (a job's cancel, then its removal).
-  const states = new Map<string, JobState>();
-  const check = (event: JobEvent): void => {
-    const jobId = event.aggregate.id;
-    const state = states.get(jobId) ?? (event.type === 'job.submitted' ? INITIAL_JOB_STATE : ctx.store.get(jobId)?.state);
-    const decision = state === undefined ? null : decideJob(state, event);
-    // Planned from these very states a moment ago: a refusal is a bug in the planning.
-    if (decision === null || !decision.ok) throw new InvalidTransitionError(`refresh of ${queue}: ${decision?.reason ?? `job ${jobId} is unknown`}`, { details: { queue, job_id: jobId } });
-    states.set(jobId, evolveJob(state!, event)!);
-  };
-  for (const item of items) for (const event of item.events) check(event);
+  // Decided by the machines, each on the state the events before it leave (a job's cancel, then
+  // its removal). Planned from these very states a moment ago: a refusal is a bug in the planning.
+  decideAll(queue, ctx, items.flatMap((item) => item.events));
   return items;
 }
 
