@@ -84,6 +84,8 @@ const VERBS: Record<AggregateEvent['type'], readonly [verb: string, leadsTo: str
   'queue.paused': ['pause', 'paused'],
   'queue.resumed': ['resume', 'active'],
   'queue.settings_changed': ['change the settings of', null],
+  'queue.jobset_put': ['define the job set of', null],
+  'queue.refreshed': ['refresh', null],
   'reservation.activated': ['reserve', 'active'],
   'reservation.renewed': ['renew', null],
   'reservation.released': ['release', 'idle'],
