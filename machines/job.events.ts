@@ -57,6 +57,10 @@ export interface JobSubmittedData {
    * Absent in events written before it existed: read as null.
    */
   readonly concurrency_key?: string | null;
+  /** The template (and its revision) the job was made from; absent for a job made from none. */
+  readonly template?: { readonly name: string; readonly revision: number };
+  /** The schedule fire that made the job (its `schedule.fired` names the same tick and job id); absent otherwise. */
+  readonly schedule?: { readonly name: string; readonly tick: string; readonly trigger: 'cron' | 'manual' | 'backfill' };
 }
 
 export interface JobClaimedData {

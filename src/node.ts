@@ -50,6 +50,7 @@ import { LogTail, type LogTailOptions } from './store/log-tail.js';
 import { PartitionWriters } from './store/partition-writers.js';
 import { withinMs } from './timing.js';
 import { previewSchedule } from './schedules/preview.js';
+import { registerScheduleCommands } from './schedules/wiring.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
 const CATCH_UP_MAX_MS = 2_000;
@@ -269,6 +270,18 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     knowsQueue: (queue) => queueOrder.queues().includes(queue),
   });
   commands.register('schedule.preview', (body) => ({ ...previewSchedule(clock, body) }));
+  // Templates and schedules (partition sys); the ticker fires on the sys leader.
+  const scheduleTicker = registerScheduleCommands({
+    context,
+    clock,
+    log: root.child({ component: 'schedules' }),
+    isSysLeader: () => leadership.isLeader(SYS_LEASE),
+    registerOnLeader: (op, operation) => router.register(op, operation),
+    runOnLeader: (queue, op, body) => router.run(queue, op, body),
+    registerCommand: (verb, handler) => commands.register(verb, handler),
+  });
+  sysReactors.push(scheduleTicker);
+  undo.push(() => scheduleTicker.stop());
 
   let lastCheckpointSeq = fromSeq - 1;
   let writing: Promise<void> | undefined;
@@ -406,6 +419,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       await router.stop();
       leases.stop();
       reservationExpirer.stop();
+      scheduleTicker.stop();
       await leadership.stop();
       writers.stopAll('this node is stopping');
       await checkpoint();

@@ -108,6 +108,15 @@ export const schedulePreviewSchema = z
   })
   .strict();
 
+// --- reads (any node, from its folded state) ----------------------------------------------------
+
+export const templateGetSchema = z.object({ name: scheduleName }).strict();
+export const templateListSchema = z.object({}).strict();
+export const scheduleGetSchema = z.object({ name: scheduleName }).strict();
+export const scheduleListSchema = z
+  .object({ status: z.enum(['enabled', 'disabled', 'deleted']).describe('only schedules in this state (default: all but deleted)').optional() })
+  .strict();
+
 export type TemplatePutCommand = z.infer<typeof templatePutSchema>;
 export type TemplateArchiveCommand = z.infer<typeof templateArchiveSchema>;
 export type SchedulePutCommand = z.infer<typeof schedulePutSchema>;
@@ -115,6 +124,7 @@ export type ScheduleDisableCommand = z.infer<typeof scheduleDisableSchema>;
 export type ScheduleByNameCommand = z.infer<typeof byName>;
 export type ScheduleBackfillCommand = z.infer<typeof scheduleBackfillSchema>;
 export type SchedulePreviewCommand = z.infer<typeof schedulePreviewSchema>;
+export type ScheduleListCommand = z.infer<typeof scheduleListSchema>;
 
 /** Schedule and template commands by subject suffix (docket.cmd.<verb>), for the JSON Schemas. */
 export const scheduleCommandSchemas = {
@@ -127,6 +137,10 @@ export const scheduleCommandSchemas = {
   'schedule.trigger': scheduleTriggerSchema,
   'schedule.backfill': scheduleBackfillSchema,
   'schedule.preview': schedulePreviewSchema,
+  'template.get': templateGetSchema,
+  'template.list': templateListSchema,
+  'schedule.get': scheduleGetSchema,
+  'schedule.list': scheduleListSchema,
 } as const;
 
 /**

@@ -1,0 +1,225 @@
+/**
+ * Templates and schedules end to end through a real nats-server: the sys commands on the sys
+ * leader, the ticker firing each due tick once with its derived job id (driven by a ManualClock),
+ * catch-up after the node was down, two nodes on one server never firing a tick twice,
+ * enable/disable/delete, trigger, backfill, bad input appending nothing, and a clean audit.
+ */
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { JetStreamManager } from '@nats-io/jetstream';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import type { ScheduleContext } from '../../machines/index.js';
+import { ManualClock } from '../../src/clock.js';
+import { scheduledJobId } from '../../src/ids.js';
+import type { DocketNode } from '../../src/node.js';
+import { readLog } from '../../src/store/read-log.js';
+import { closeTestFile, connectTestClients, openResources, request, startTrackedNode, streamMessages, uniqueQueue, type RawReply } from '../support/docket.js';
+import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+
+let server: TestNatsServer;
+let nc: NatsConnection;
+let jsm: JetStreamManager;
+let client: Awaited<ReturnType<typeof connectTestClients>>['client'];
+const nodes: DocketNode[] = [];
+// On a whole second, so every-second ticks are exact.
+const clock = new ManualClock(Date.parse('2026-05-04T10:00:00.000Z'));
+let serial = 0;
+const uniqueName = (base: string) => `${base}-${++serial}-${process.pid}`;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nodes.push(await startTrackedNode(server, { clock, nodeName: 'sched-a' }));
+  ({ client, nc, jsm } = await connectTestClients(server, 'schedules-test'));
+});
+
+afterAll(async () => {
+  await closeTestFile({ client, nc, nodes, server });
+});
+
+afterEach(() => {
+  expect(openResources().length).toBeLessThanOrEqual(1 + nodes.length);
+});
+
+function ok(reply: RawReply): Record<string, unknown> {
+  if (!reply.ok) throw new Error(`expected ok, got ${JSON.stringify(reply.error)}`);
+  return reply;
+}
+
+/** Resolves once `check` holds on the node's folded state (re-checked on every change), or fails after `ms`. */
+function until(node: DocketNode, check: () => boolean, what: string, ms = 10_000): Promise<void> {
+  if (check()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      done = true;
+      reject(new Error(`timed out waiting for ${what}`));
+    }, ms);
+    let done = false;
+    const look = () => {
+      if (done || !check()) return;
+      done = true;
+      clearTimeout(timer);
+      resolve();
+    };
+    node.store.onChange(look);
+    node.aggregates.onChange(look);
+  });
+}
+
+const scheduleOf = (node: DocketNode, name: string) => node.aggregates.stateOf<ScheduleContext>('schedule', name);
+
+/** The sys partition's events of one schedule, in log order. */
+async function scheduleEvents(name: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
+  const out: { type: string; data: Record<string, unknown> }[] = [];
+  for await (const m of readLog(nc, { filter: 'docket.log.sys' })) {
+    const commit = JSON.parse(new TextDecoder().decode(m.data)) as { events: { type: string; aggregate: { kind: string; id: string }; data: Record<string, unknown> }[] };
+    for (const e of commit.events) if (e.aggregate.kind === 'schedule' && e.aggregate.id === name) out.push({ type: e.type, data: e.data });
+  }
+  return out;
+}
+
+const tickAt = (ms: number) => new Date(ms).toISOString();
+
+describe('templates', () => {
+  test('put numbers revisions, archive refuses a second archive, get and list read them', async () => {
+    const name = uniqueName('tpl');
+    const queue = uniqueQueue('tpl');
+    const first = ok(await request(nc, 'template.put', { name, queue, params: { a: 1 } }));
+    expect(first).toMatchObject({ name, status: 'active', revision: 1, spec: { queue, params: { a: 1 } } });
+    const second = ok(await request(nc, 'template.put', { name, queue, params: { a: 2 }, priority: 3 }));
+    expect(second).toMatchObject({ revision: 2, spec: { params: { a: 2 }, priority: 3 } });
+    expect(ok(await request(nc, 'template.archive', { name }))).toMatchObject({ status: 'archived' });
+    const again = await request(nc, 'template.archive', { name });
+    expect(again.ok).toBe(false);
+    if (!again.ok) expect(again.error.code).toBe('invalid_transition');
+    expect(ok(await request(nc, 'template.get', { name }))).toMatchObject({ name, status: 'archived', revision: 2 });
+    const list = ok(await request(nc, 'template.list', {}))['templates'] as { name: string }[];
+    expect(list.map((t) => t.name)).toContain(name);
+  });
+});
+
+describe('the ticker', () => {
+  test('a schedule every second fires once per tick, each job under its derived id with the template\'s params merged', async () => {
+    const node = nodes[0]!;
+    const name = uniqueName('every-second');
+    const template = uniqueName('tpl');
+    const queue = uniqueQueue('every');
+    ok(await request(nc, 'template.put', { name: template, queue, params: { a: 1, b: 1 } }));
+    const put = ok(await request(nc, 'schedule.put', { name, template, cron: '* * * * * *', params: { b: 2 } }));
+    expect(put).toMatchObject({ name, status: 'enabled', revision: 1 });
+    const start = clock.now();
+    for (let i = 1; i <= 3; i++) {
+      clock.advance(1_000);
+      const jobId = scheduledJobId(name, tickAt(start + i * 1_000));
+      await until(node, () => node.store.get(jobId) !== undefined, `the job of tick ${i}`);
+      expect(node.store.get(jobId)!.queue).toBe(queue);
+      expect(node.store.get(jobId)!.state.job.context.params).toEqual({ a: 1, b: 2 });
+      // Let each job end, so the overlap policy (skip) lets the next tick fire.
+      ok(await request(nc, 'cancel', { job_id: jobId }));
+    }
+    await until(node, () => scheduleOf(node, name).context.fired_count === 3, 'three fires');
+    const fired = (await scheduleEvents(name)).filter((e) => e.type === 'schedule.fired');
+    expect(fired.map((e) => e.data['tick'])).toEqual([1, 2, 3].map((i) => tickAt(start + i * 1_000)));
+    expect(fired.map((e) => e.data['job_id'])).toEqual([1, 2, 3].map((i) => scheduledJobId(name, tickAt(start + i * 1_000))));
+    ok(await request(nc, 'schedule.delete', { name }));
+  });
+
+  test('overlap skip: while the last fire\'s job is live, the next tick is missed (overlap)', async () => {
+    const node = nodes[0]!;
+    const name = uniqueName('skip');
+    const queue = uniqueQueue('skip');
+    ok(await request(nc, 'schedule.put', { name, job: { queue }, cron: '* * * * * *' }));
+    const start = clock.now();
+    clock.advance(1_000);
+    await until(node, () => node.store.get(scheduledJobId(name, tickAt(start + 1_000))) !== undefined, 'the first job');
+    clock.advance(1_000);
+    await until(node, () => scheduleOf(node, name).context.missed_count === 1, 'a missed tick');
+    const events = await scheduleEvents(name);
+    expect(events.at(-1)).toEqual({ type: 'schedule.missed', data: { tick: tickAt(start + 2_000), reason: 'overlap' } });
+    ok(await request(nc, 'schedule.delete', { name }));
+  });
+
+  test('disable stops the fires (ticks due meanwhile are missed as paused on enable), delete ends them', async () => {
+    const node = nodes[0]!;
+    const name = uniqueName('toggle');
+    const queue = uniqueQueue('toggle');
+    ok(await request(nc, 'schedule.put', { name, job: { queue }, cron: '* * * * * *', overlap: 'allow_all' }));
+    const start = clock.now();
+    clock.advance(1_000);
+    await until(node, () => scheduleOf(node, name).context.fired_count === 1, 'the first fire');
+    expect(ok(await request(nc, 'schedule.disable', { name, note: 'maintenance' }))).toMatchObject({ status: 'disabled', disabled_note: 'maintenance' });
+    clock.advance(2_000);
+    expect(scheduleOf(node, name).context.fired_count).toBe(1);
+    expect(ok(await request(nc, 'schedule.enable', { name }))).toMatchObject({ status: 'enabled' });
+    // The tick due while disabled is missed as paused; the one at the instant of the enable fires.
+    await until(node, () => scheduleOf(node, name).context.fired_count === 2, 'the fire at the enable');
+    const events = (await scheduleEvents(name)).filter((e) => e.type === 'schedule.missed' || e.type === 'schedule.fired');
+    expect(events.map((e) => [e.type, e.data['tick'], e.data['reason']])).toEqual([
+      ['schedule.fired', tickAt(start + 1_000), undefined],
+      ['schedule.missed', tickAt(start + 2_000), 'paused'],
+      ['schedule.fired', tickAt(start + 3_000), undefined],
+    ]);
+    clock.advance(1_000);
+    await until(node, () => scheduleOf(node, name).context.fired_count === 3, 'a fire after enable');
+    expect(ok(await request(nc, 'schedule.delete', { name }))).toMatchObject({ status: 'deleted', next: [] });
+    clock.advance(2_000);
+    // The ticker's run after the clock moved has nothing to do: a deleted schedule fires nothing.
+    const after = await request(nc, 'schedule.get', { name });
+    expect(ok(after)).toMatchObject({ status: 'deleted', fired_count: 3 });
+    const listed = ok(await request(nc, 'schedule.list', {}))['schedules'] as { name: string }[];
+    expect(listed.map((s) => s.name)).not.toContain(name);
+  });
+
+  test('trigger fires now outside the cron; a resend with the same id fires once', async () => {
+    const node = nodes[0]!;
+    const name = uniqueName('trigger');
+    const queue = uniqueQueue('trigger');
+    ok(await request(nc, 'schedule.put', { name, job: { queue, params: { x: 1 } }, cron: '0 0 1 1 *' }));
+    const first = ok(await request(nc, 'schedule.trigger', { id: `t-${name}`, name }));
+    expect(first).toMatchObject({ schedule: name, tick: tickAt(clock.now()), replayed: false });
+    const jobId = first['job_id'] as string;
+    expect(node.store.get(jobId)?.state.job.context.params).toEqual({ x: 1 });
+    const again = ok(await request(nc, 'schedule.trigger', { id: `t-${name}`, name }));
+    expect(again).toMatchObject({ job_id: jobId, replayed: true });
+    expect(scheduleOf(node, name).context.fired_count).toBe(1);
+    ok(await request(nc, 'schedule.delete', { name }));
+  });
+
+  test('backfill fires each past tick without a job once; the cron\'s own fires are skipped', async () => {
+    const node = nodes[0]!;
+    const name = uniqueName('backfill');
+    const queue = uniqueQueue('backfill');
+    const putAt = clock.now();
+    ok(await request(nc, 'schedule.put', { name, job: { queue }, cron: '* * * * * *', overlap: 'allow_all' }));
+    clock.advance(2_000);
+    await until(node, () => scheduleOf(node, name).context.fired_count === 2, 'two cron fires');
+    const reply = ok(await request(nc, 'schedule.backfill', { name, from: tickAt(putAt - 3_000), to: tickAt(putAt + 2_000) }));
+    expect(reply['fired']).toEqual([tickAt(putAt - 3_000), tickAt(putAt - 2_000), tickAt(putAt - 1_000), tickAt(putAt)]);
+    expect(reply['skipped']).toEqual([tickAt(putAt + 1_000), tickAt(putAt + 2_000)]);
+    for (const tick of reply['fired'] as string[]) expect(node.store.get(scheduledJobId(name, tick))?.queue).toBe(queue);
+    const twice = ok(await request(nc, 'schedule.backfill', { name, from: tickAt(putAt - 3_000), to: tickAt(putAt) }));
+    expect(twice['fired']).toEqual([]);
+    ok(await request(nc, 'schedule.delete', { name }));
+  });
+
+  test('bad input is invalid_request naming the field, and appends nothing', async () => {
+    const before = await streamMessages(jsm);
+    const cases: [string, unknown, string][] = [
+      ['schedule.put', { name: 'bad-cron', job: { queue: 'q' }, cron: '61 * * * *' }, 'cron'],
+      ['schedule.put', { name: 'bad-tz', job: { queue: 'q' }, cron: '* * * * *', timezone: 'Mars/Olympus' }, 'timezone'],
+      ['schedule.put', { name: 'bad-end', job: { queue: 'q' }, cron: '* * * * *', start_at: '2026-01-02T00:00:00Z', end_at: '2026-01-01T00:00:00Z' }, 'end_at'],
+      ['schedule.put', { name: 'no-tpl', template: 'nope-never-put', cron: '* * * * *' }, 'template'],
+      ['schedule.put', { name: 'bad-jitter', job: { queue: 'q' }, cron: '* * * * *', jitter_ms: -1 }, 'jitter_ms'],
+      ['template.put', { name: 'bad name', queue: 'q' }, 'name'],
+    ];
+    for (const [verb, body, field] of cases) {
+      const reply = await request(nc, verb, body);
+      expect(reply.ok, `${verb} ${JSON.stringify(body)}`).toBe(false);
+      if (!reply.ok) {
+        expect(reply.error.code).toBe('invalid_request');
+        expect(reply.error.message).toContain(field);
+      }
+    }
+    const missing = await request(nc, 'schedule.enable', { name: 'never-put-schedule' });
+    expect(missing.ok === false && missing.error.code).toBe('not_found');
+    expect(await streamMessages(jsm)).toBe(before);
+  });
+});
