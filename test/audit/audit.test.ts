@@ -86,19 +86,20 @@ describe('audit of a legal log', () => {
   test('events of other aggregates: their commits are chained, their partition is checked', () => {
     const h = new History('other');
     h.succeeding('q', 'j1');
-    const schedule = { id: 's-1', type: 'schedule.created', time: new Date().toISOString(), aggregate: { kind: 'schedule', id: 'nightly' }, data: { cron: '* * * * *' }, meta: { node: 'n' } };
+    // `group`: a sys kind DESIGN reserves whose events this version does not write (schedules and templates have machines now).
+    const schedule = { id: 's-1', type: 'group.created', time: new Date().toISOString(), aggregate: { kind: 'group', id: 'nightly' }, data: { order: 'fifo' }, meta: { node: 'n' } };
     h.raw('sys', schedule);
-    h.raw('sys', { ...schedule, id: 's-2', type: 'schedule.fired' });
+    h.raw('sys', { ...schedule, id: 's-2', type: 'group.updated' });
     const report = audit(h);
     expect(report.violations).toEqual([]);
     expect(report.otherEvents).toBe(2);
     expect(report.partitions).toBe(2);
 
-    h.raw('q.q', { ...schedule, id: 's-3' }); // a schedule is a sys aggregate
+    h.raw('q.q', { ...schedule, id: 's-3' }); // a group is a sys aggregate
     h.raw('sys', { ...schedule, id: 's-4', type: 'queue.paused', aggregate: { kind: 'queue', id: 'q' }, queue: 'q' });
     const misplaced = audit(h);
     expect(misplaced.violations.map((v) => [v.seq, v.rule, v.aggregate])).toEqual([
-      [7, AuditRules.EnvelopeMismatch, 'schedule:nightly'],
+      [7, AuditRules.EnvelopeMismatch, 'group:nightly'],
       [8, AuditRules.EnvelopeMismatch, 'queue:q'],
     ]);
     expect(misplaced.violations[0]!.message).toContain('belongs in partition sys');
