@@ -4,6 +4,8 @@
  * catch-up after the node was down, two nodes on one server never firing a tick twice,
  * enable/disable/delete, trigger, backfill, bad input appending nothing, and a clean audit.
  */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
@@ -221,6 +223,49 @@ describe('the ticker', () => {
     const missing = await request(nc, 'schedule.enable', { name: 'never-put-schedule' });
     expect(missing.ok === false && missing.error.code).toBe('not_found');
     expect(await streamMessages(jsm)).toBe(before);
+  });
+});
+
+/** `node bin/docket.js <args>` against this file's first server. */
+function docket(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const root = join(import.meta.dirname, '..', '..');
+  const child = spawn(process.execPath, [join(root, 'bin', 'docket.js'), ...args], { cwd: root, env: { ...process.env, NATS_URL: server.url }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+}
+
+describe('the CLI', () => {
+  test('template put/show/ls/archive and schedule put/show/ls/trigger/disable/delete, as tables and --json', async () => {
+    const template = uniqueName('cli-tpl');
+    const name = uniqueName('cli-sched');
+    const queue = uniqueQueue('cli');
+    const put = await docket(['template', 'put', template, '--queue', queue, '--params', '{"a":1}', '--json']);
+    expect(put.stderr).toBe('');
+    expect(JSON.parse(put.stdout)).toMatchObject({ ok: true, name: template, revision: 1, status: 'active' });
+    expect((await docket(['template', 'show', template])).stdout).toContain(queue);
+    expect((await docket(['template', 'ls'])).stdout).toContain(template);
+
+    const added = await docket(['schedule', 'add', name, '--cron', '0 9 * * MON-FRI', '--tz', 'Europe/Berlin', '--template', template, '--params', '{"b":2}']);
+    expect(added.code).toBe(0);
+    expect(added.stdout).toContain(`template ${template}`);
+    expect(added.stdout).toContain('next (Europe/Berlin)');
+    const listed = JSON.parse((await docket(['schedule', 'ls', '--json'])).stdout) as { schedules: { name: string; spec: { timezone: string } }[] };
+    expect(listed.schedules.find((s) => s.name === name)?.spec.timezone).toBe('Europe/Berlin');
+    expect((await docket(['schedule', 'ls'])).stdout).toContain(name);
+
+    const fired = JSON.parse((await docket(['schedule', 'trigger', name, '--json'])).stdout) as { job_id: string };
+    expect(nodes[0]!.store.get(fired.job_id)?.state.job.context.params).toEqual({ a: 1, b: 2 });
+    expect((await docket(['schedule', 'show', name])).stdout).toContain(fired.job_id);
+
+    expect(JSON.parse((await docket(['schedule', 'disable', name, '--note', 'holiday', '--json'])).stdout)).toMatchObject({ status: 'disabled', disabled_note: 'holiday' });
+    const bad = await docket(['schedule', 'put', 'cli-bad', '--cron', '61 * * * *', '--queue', queue]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('cron');
+    expect(JSON.parse((await docket(['schedule', 'delete', name, '--json'])).stdout)).toMatchObject({ status: 'deleted' });
+    expect(JSON.parse((await docket(['template', 'archive', template, '--json'])).stdout)).toMatchObject({ status: 'archived' });
   });
 });
 
