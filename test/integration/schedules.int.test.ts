@@ -390,6 +390,26 @@ describe('restarts and two nodes (a server of their own)', () => {
     await stop(other);
   });
 
+  test('real time: a schedule every second fires on consecutive whole seconds, each job under its derived id', async () => {
+    const node = await startTrackedNode(server2, { nodeName: 'real-a', leadershipLeaseMs: 1_500 });
+    local.push(node);
+    const name = uniqueName('real');
+    const queue = uniqueQueue('real');
+    ok(await request(nc2, 'schedule.put', { name, job: { queue }, cron: '* * * * * *', overlap: 'allow_all' }));
+    await until(node, () => scheduleOf(node, name).context.fired_count >= 3, 'three fires in real time', 10_000);
+    ok(await request(nc2, 'schedule.delete', { name }));
+    const fired = (await sysEventsOf(name)).filter((e) => e.type === 'schedule.fired');
+    const ticks = fired.map((e) => Date.parse(e.data['tick'] as string));
+    for (const [i, tick] of ticks.entries()) {
+      expect(tick % 1_000).toBe(0);
+      if (i > 0) expect(tick - ticks[i - 1]!).toBe(1_000);
+      const jobId = scheduledJobId(name, tickAt(tick));
+      expect(fired[i]!.data['job_id']).toBe(jobId);
+      await until(node, () => node.store.get(jobId) !== undefined, `the job of ${tickAt(tick)}`);
+    }
+    await stop(node);
+  });
+
   /** A schedule's cron fires' ticks and its misses, in log order. */
   async function handledTicks(name: string): Promise<{ fired: string[]; missed: string[] }> {
     const fired: string[] = [];
