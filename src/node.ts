@@ -51,6 +51,7 @@ import { PartitionWriters } from './store/partition-writers.js';
 import { withinMs } from './timing.js';
 import { previewSchedule } from './schedules/preview.js';
 import { registerScheduleCommands } from './schedules/wiring.js';
+import { fillTemplateQueues } from './schedules/template-submit.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
 const CATCH_UP_MAX_MS = 2_000;
@@ -240,7 +241,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   };
 
   const commands = new CommandService(nc, root.child({ component: 'commands' }));
-  commands.register('submit', (body) => submitCommand(validateSubmit(body), async (queue, part) => (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[]));
+  commands.register('submit', (body) => submitCommand(validateSubmit(fillTemplateQueues(body, aggregates)), async (queue, part) => (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[]));
   commands.register('cancel', (body) => onItsLeader('cancel', validate(cancelSchema, body)));
   commands.register('retry', (body) => onItsLeader('retry', validate(retrySchema, body)));
   commands.register('move', (body) => onItsLeader('move', validate(moveSchema, body)));

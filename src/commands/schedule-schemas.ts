@@ -10,13 +10,13 @@ import { CatchupPolicies, OverlapPolicies, Priority, type ScheduleSpec, type Tim
 import { canonicalTimeZone, cronProblem, ticksAfter } from '../../machines/schedule-timing.js';
 import { InvalidRequestError } from '../errors.js';
 import { Limits, ScheduleDefaults } from './limits.js';
-import { backoffSchema, commandId, jsonObject, queueName } from './schemas.js';
+import { aggregateName, backoffSchema, commandId, jsonObject, queueName } from './schemas.js';
 
 const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 const params = jsonObject.refine((p) => jsonBytes(p) <= Limits.MaxParamsBytes, { message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON` });
 
 /** A template's or schedule's name: its aggregate id, one subject token. */
-export const scheduleName = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, `must be 1-${Limits.MaxScheduleNameChars} characters of [A-Za-z0-9_-]`);
+export const scheduleName = aggregateName;
 const isoTime = z.iso.datetime({ offset: true });
 const note = z.string().max(Limits.MaxNoteChars);
 

@@ -13,6 +13,7 @@ import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, t
 import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
 import type { SubmitCommand } from './validate.js';
+import { applyTemplate, type MadeFrom } from '../schedules/template-submit.js';
 
 export interface SubmitItemResult {
   readonly job_id: string;
@@ -22,7 +23,7 @@ export interface SubmitItemResult {
 export type SubmitItemReply = ({ ok: true } & SubmitItemResult) | { ok: false; error: ErrorBody };
 
 /** Tries keyed ids generation by generation: a terminal job at a generation means "the next one". */
-async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string, meta: CommandMeta): Promise<SubmitItemResult> {
+async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string, meta: CommandMeta, madeFrom: MadeFrom | null): Promise<SubmitItemResult> {
   const canonical = canonicalJson(key);
   let generation = ctx.keys.generations(spec.queue, canonical);
   let caughtUp = false;
@@ -48,7 +49,7 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
       generation += 1;
       continue;
     }
-    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta));
+    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, madeFrom));
     if (!created && !isLive(record)) {
       generation += 1;
       continue;
@@ -62,7 +63,7 @@ function isLive(record: JobRecord): boolean {
 }
 
 /** The job.submitted event of a job spec, its defaults filled in. */
-export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta) {
+export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta, madeFrom: MadeFrom | null = null) {
   const now = ctx.clock.now();
   const time = toIso(now);
   // Without a delay run_at is the event's own time: the same string, held once per job.
@@ -80,6 +81,7 @@ export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string
     retry_of: null,
     waiting: false,
     ...(spec.concurrency_key === undefined ? {} : { concurrency_key: spec.concurrency_key }),
+    ...(madeFrom === null ? {} : { template: madeFrom }),
   }, meta, time);
 }
 
@@ -90,11 +92,15 @@ async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string 
   // Each item is remembered by its own body: resending the batch with one item changed is a
   // conflict for that item.
   const meta = commandMetaOf(commandId, spec);
-  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()), meta);
+  // A template's defaults are merged here, on the leader, after the body's hash is taken: a
+  // resend is the same command even if the template was revised meanwhile.
+  const { spec: made, madeFrom } = applyTemplate(spec, ctx.aggregates);
+  spec = made;
+  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()), meta, madeFrom);
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
   // A plain submit's event id is derived from its random job id (the store need not keep it).
   const eventId = commandEventId ?? plainSubmitId(jobId);
-  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta));
+  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, madeFrom));
   return { job_id: record.jobId, status: record.state.job.value, created };
 }
 
@@ -136,7 +142,8 @@ export async function submitPart(ctx: CommandContext, part: SubmitPart): Promise
   // decided together and handed to the writer at once.
   const plain: number[] = [];
   const others: number[] = [];
-  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined ? plain : others).push(i));
+  // A job made from a template is decided on its own: its template may refuse it.
+  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined && item.spec.template === undefined ? plain : others).push(i));
   await Promise.all([
     plain.length === 0 ? undefined : submitPlain(ctx, plain.map((i) => part.items[i]!.spec)).then(
       (answers) => plain.forEach((i, k) => (replies[i] = answers[k]!)),

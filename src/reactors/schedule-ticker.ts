@@ -118,8 +118,10 @@ export class ScheduleTicker implements SysReactor, FireSink {
     const name = change.after.id;
     if (change.after.state.value === 'enabled') this.enabled.add(name);
     else this.enabled.delete(name);
-    // The ticker's own commits are followed by its own next run; any other change re-plans.
-    if (this.leading && !this.running.has(name)) this.arm(name, 0);
+    // Any change re-plans (a new cron, an enable); during a run, once that run ends.
+    if (!this.leading) return;
+    if (this.running.has(name)) this.again.add(name);
+    else this.arm(name, 0);
   };
 
   readonly applyJob = (change: JobChange): void => {

@@ -138,6 +138,16 @@ interface Committed<C> {
  * no other decision on the aggregate comes between. `commandEventId`: the event a resend of this
  * command would find in the history (then nothing is appended).
  */
+/** A commit whose fires were marked pending at their decision: if it fails, they are not pending any more. */
+async function unmarkOnFailure<T>(sink: FireSink, toDeliver: ToDeliver, commit: Promise<T>): Promise<T> {
+  try {
+    return await commit;
+  } catch (err) {
+    for (const job of toDeliver.jobs) sink.pending.delete(job.job_id);
+    throw err;
+  }
+}
+
 async function commitSys<C>(ctx: CommandContext, ref: { kind: 'template' | 'schedule'; id: string }, commandEventId: string | null, meta: CommandMeta, build: (state: FoldState<C>) => Candidate[]): Promise<Committed<C>> {
   const writer = await ctx.writer(SYS_LEASE);
   while (writer.isBusy(ref.id, ref.kind)) await writer.settled(ref.id, ref.kind);
@@ -235,11 +245,15 @@ function settleDue(ctx: CommandContext, sink: FireSink, schedule: ScheduleState,
 export async function settleSchedule(ctx: CommandContext, sink: FireSink, name: string): Promise<ToDeliver & { events: number }> {
   const toDeliver = nothingToDeliver();
   let events = 0;
-  await commitSys<ScheduleContext>(ctx, scheduleRef(name), null, {}, (state) => {
-    const candidates = settleDue(ctx, sink, state as ScheduleState, toDeliver);
-    events = candidates.length;
-    return candidates;
-  });
+  await unmarkOnFailure(
+    sink,
+    toDeliver,
+    commitSys<ScheduleContext>(ctx, scheduleRef(name), null, {}, (state) => {
+      const candidates = settleDue(ctx, sink, state as ScheduleState, toDeliver);
+      events = candidates.length;
+      return candidates;
+    }),
+  );
   return { ...toDeliver, events };
 }
 
@@ -253,13 +267,17 @@ export async function putSchedule(ctx: CommandContext, sink: FireSink, command: 
   }
   const meta = commandMetaOf(command.id, command);
   const toDeliver = nothingToDeliver();
-  const { record, replayed } = await commitSys<ScheduleContext>(ctx, ref, commandEventIdOf(command.id, ref), meta, (state) => {
-    const settled = settleDue(ctx, sink, state as ScheduleState, toDeliver);
-    // Omitted `paused`: a new (or deleted) schedule is enabled, an existing one keeps its state.
-    const paused = command.paused ?? state.value === 'disabled';
-    const data: SchedulePutData = { ...resolveScheduleSpec(command), name: command.name, revision: state.context.revision + 1, paused };
-    return [...settled, { type: 'schedule.put', data, id: commandEventIdOf(command.id, ref) ?? freshId(ctx), meta }];
-  });
+  const { record, replayed } = await unmarkOnFailure(
+    sink,
+    toDeliver,
+    commitSys<ScheduleContext>(ctx, ref, commandEventIdOf(command.id, ref), meta, (state) => {
+      const settled = settleDue(ctx, sink, state as ScheduleState, toDeliver);
+      // Omitted `paused`: a new (or deleted) schedule is enabled, an existing one keeps its state.
+      const paused = command.paused ?? state.value === 'disabled';
+      const data: SchedulePutData = { ...resolveScheduleSpec(command), name: command.name, revision: state.context.revision + 1, paused };
+      return [...settled, { type: 'schedule.put', data, id: commandEventIdOf(command.id, ref) ?? freshId(ctx), meta }];
+    }),
+  );
   if (!replayed) await sink.deliver(toDeliver.cancel, toDeliver.jobs);
   return { ...scheduleViewOf(ctx, command.name, record.state), replayed };
 }
@@ -270,11 +288,15 @@ async function changeSchedule(ctx: CommandContext, sink: FireSink, command: Sche
   if (ctx.aggregates.get('schedule', command.name) === undefined) throw new NotFoundError(`schedule ${command.name} not found`, { details: { schedule: command.name } });
   const meta = commandMetaOf(command.id, command);
   const toDeliver = nothingToDeliver();
-  const { record, replayed } = await commitSys<ScheduleContext>(ctx, ref, commandEventIdOf(command.id, ref), meta, (state) => {
-    // Enabling settles nothing: a disabled schedule has no due ticks to fire (they are missed as paused by the next run).
-    const settled = type === 'schedule.enabled' ? [] : settleDue(ctx, sink, state as ScheduleState, toDeliver);
-    return [...settled, { type, data, id: commandEventIdOf(command.id, ref) ?? freshId(ctx), meta }];
-  });
+  const { record, replayed } = await unmarkOnFailure(
+    sink,
+    toDeliver,
+    commitSys<ScheduleContext>(ctx, ref, commandEventIdOf(command.id, ref), meta, (state) => {
+      // Enabling settles nothing: a disabled schedule has no due ticks to fire (they are missed as paused by the next run).
+      const settled = type === 'schedule.enabled' ? [] : settleDue(ctx, sink, state as ScheduleState, toDeliver);
+      return [...settled, { type, data, id: commandEventIdOf(command.id, ref) ?? freshId(ctx), meta }];
+    }),
+  );
   if (!replayed) await sink.deliver(toDeliver.cancel, toDeliver.jobs);
   return { ...scheduleViewOf(ctx, command.name, record.state), replayed };
 }
@@ -331,7 +353,7 @@ export async function backfillSchedule(ctx: CommandContext, sink: FireSink, comm
   const toDeliver = nothingToDeliver();
   let fired: string[] = [];
   let skipped: string[] = [];
-  const { replayed } = await commitSys<ScheduleContext>(ctx, ref, commandEventIdOf(command.id, ref), meta, (state) => {
+  const { replayed } = await unmarkOnFailure(sink, toDeliver, commitSys<ScheduleContext>(ctx, ref, commandEventIdOf(command.id, ref), meta, (state) => {
     const schedule = state as ScheduleState;
     if (schedule.value !== 'enabled') throw new InvalidTransitionError(`cannot backfill schedule ${command.name}: it is ${schedule.value}`, { details: { schedule: command.name, status: schedule.value } });
     // Ticks due up to now first, so every tick of the range the cron has passed is handled.
@@ -346,7 +368,7 @@ export async function backfillSchedule(ctx: CommandContext, sink: FireSink, comm
     skipped = [...result.skipped, ...ticks.filter((t) => Date.parse(t) > handledUntil)];
     toDeliver.jobs.push(...result.jobs);
     return [...settled, ...result.events.map((e, i) => ({ type: e.type, data: e.data, id: commandEventIdOf(command.id, ref, i) ?? freshId(ctx), meta }))];
-  });
+  }));
   if (replayed) return { schedule: command.name, fired: [], skipped: ticks, job_ids: [], replayed: true };
   await sink.deliver(toDeliver.cancel, toDeliver.jobs);
   return { schedule: command.name, fired, skipped, job_ids: toDeliver.jobs.filter((j) => j.trigger === 'backfill').map((j) => j.job_id), replayed: false };

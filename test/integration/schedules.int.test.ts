@@ -98,6 +98,36 @@ describe('templates', () => {
   });
 });
 
+describe('a submit naming a template', () => {
+  test('params merged under the submit\'s, defaults where the submit gives none, the queue filled; the job records the template\'s name and revision', async () => {
+    const node = nodes[0]!;
+    const template = uniqueName('submit-tpl');
+    const queue = uniqueQueue('submit-tpl');
+    ok(await request(nc, 'template.put', { name: template, queue, params: { a: 1, b: 1 }, priority: 7 }));
+    ok(await request(nc, 'template.put', { name: template, queue, params: { a: 2, b: 1 }, priority: 7, max_attempts: 3 }));
+    const reply = ok(await request(nc, 'submit', { template, params: { b: 9, c: 3 } }));
+    const record = node.store.get(reply['job_id'] as string)!;
+    expect(record.queue).toBe(queue);
+    expect(record.state.job.context).toMatchObject({ params: { a: 2, b: 9, c: 3 }, priority: 7, max_attempts: 3 });
+    const batch = ok(await request(nc, 'submit', { jobs: [{ template, queue, priority: 1 }, { template: 'no-such-template-x', queue }, { template, queue: 'another-queue' }] }));
+    const items = batch['jobs'] as RawReply[];
+    expect(items[0]!.ok).toBe(true);
+    expect(node.store.get((items[0] as unknown as { job_id: string }).job_id)!.state.job.context).toMatchObject({ params: { a: 2, b: 1 }, priority: 1 });
+    expect(items[1]!.ok === false && items[1]!.error.code).toBe('invalid_request');
+    expect(items[2]!.ok === false && items[2]!.error.message).toContain(`queue ${queue}`);
+    // The log records the revision each job was made from.
+    const submitted: Record<string, unknown>[] = [];
+    for await (const m of readLog(nc, { filter: `docket.log.q.${queue}` })) {
+      const commit = JSON.parse(new TextDecoder().decode(m.data)) as { events: { type: string; data: Record<string, unknown> }[] };
+      for (const e of commit.events) if (e.type === 'job.submitted') submitted.push(e.data);
+    }
+    expect(submitted.map((d) => d['template'])).toEqual([{ name: template, revision: 2 }, { name: template, revision: 2 }]);
+    ok(await request(nc, 'template.archive', { name: template }));
+    const refused = await request(nc, 'submit', { template });
+    expect(refused.ok === false && refused.error.code).toBe('invalid_transition');
+  });
+});
+
 describe('the ticker', () => {
   test('a schedule every second fires once per tick, each job under its derived id with the template\'s params merged', async () => {
     const node = nodes[0]!;
