@@ -169,6 +169,36 @@ describe('the ticker', () => {
     ok(await request(nc, 'schedule.delete', { name }));
   });
 
+  test('overlap buffer_one: a tick waits while the last job is live and fires when it ends; cancel_other cancels the live job and fires', async () => {
+    const node = nodes[0]!;
+    const name = uniqueName('buffer');
+    const queue = uniqueQueue('buffer');
+    ok(await request(nc, 'schedule.put', { name, job: { queue }, cron: '* * * * * *', overlap: 'buffer_one' }));
+    const start = clock.now();
+    clock.advance(1_000);
+    const first = scheduledJobId(name, tickAt(start + 1_000));
+    await until(node, () => node.store.get(first) !== undefined, 'the first job');
+    clock.advance(1_000);
+    // The tick waits: nothing fired or missed while the first job is live.
+    const view = ok(await request(nc, 'schedule.get', { name }));
+    expect(view).toMatchObject({ fired_count: 1, missed_count: 0 });
+    ok(await request(nc, 'cancel', { job_id: first }));
+    const second = scheduledJobId(name, tickAt(start + 2_000));
+    await until(node, () => node.store.get(second) !== undefined, 'the waiting tick fired once the job ended');
+    ok(await request(nc, 'schedule.delete', { name }));
+
+    const other = uniqueName('cancel-other');
+    ok(await request(nc, 'schedule.put', { name: other, job: { queue }, cron: '* * * * * *', overlap: 'cancel_other' }));
+    const t0 = clock.now();
+    clock.advance(1_000);
+    const live = scheduledJobId(other, tickAt(t0 + 1_000));
+    await until(node, () => node.store.get(live) !== undefined, 'the first cancel_other job');
+    clock.advance(1_000);
+    const next = scheduledJobId(other, tickAt(t0 + 2_000));
+    await until(node, () => node.store.get(next) !== undefined && node.store.get(live)?.state.job.value === 'cancelled', 'the live job cancelled and the next fired');
+    ok(await request(nc, 'schedule.delete', { name: other }));
+  });
+
   test('disable stops the fires (ticks due meanwhile are missed as paused on enable), delete ends them', async () => {
     const node = nodes[0]!;
     const name = uniqueName('toggle');
@@ -438,6 +468,35 @@ describe('restarts and two nodes (a server of their own)', () => {
       await until(node, () => node.store.get(jobId) !== undefined, `the job of ${tickAt(tick)}`);
     }
     await stop(node);
+  });
+
+  test('a checkpoint holds schedules and templates: a node restarted from it goes on firing where the log left off', async () => {
+    const { mkdtemp, rm } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const dataDir = await mkdtemp(join(tmpdir(), 'docket-sched-'));
+    const clk = new ManualClock(Date.parse('2026-05-04T15:00:00.000Z'));
+    let node = await startTrackedNode(server2, { clock: clk, nodeName: 'ckpt-a', dataDir, leadershipLeaseMs: 1_500 });
+    local.push(node);
+    const name = uniqueName('ckpt');
+    const template = uniqueName('ckpt-tpl');
+    const queue = uniqueQueue('ckpt');
+    ok(await request(nc2, 'template.put', { name: template, queue, params: { k: 1 } }));
+    ok(await request(nc2, 'schedule.put', { name, template, cron: '* * * * * *', overlap: 'allow_all' }));
+    const t0 = clk.now();
+    clk.advance(1_000);
+    await until(node, () => node.store.get(scheduledJobId(name, tickAt(t0 + 1_000))) !== undefined, 'the first fire');
+    await stop(node);
+    node = await startTrackedNode(server2, { clock: clk, nodeName: 'ckpt-a', dataDir, leadershipLeaseMs: 1_500 });
+    local.push(node);
+    expect(scheduleOf(node, name).context.fired_count).toBe(1);
+    expect(node.aggregates.stateOf('template', template).value).toBe('active');
+    clk.advance(1_000);
+    const second = scheduledJobId(name, tickAt(t0 + 2_000));
+    await until(node, () => node.store.get(second) !== undefined, 'the fire after the restart');
+    expect(node.store.get(second)!.state.job.context.params).toEqual({ k: 1 });
+    ok(await request(nc2, 'schedule.delete', { name }));
+    await stop(node);
+    await rm(dataDir, { recursive: true, force: true });
   });
 
   /** A schedule's cron fires' ticks and its misses, in log order. */
