@@ -319,6 +319,9 @@ describe('the CLI', () => {
     const fired = JSON.parse((await docket(['schedule', 'trigger', name, '--json'])).stdout) as { job_id: string };
     expect(nodes[0]!.store.get(fired.job_id)?.state.job.context.params).toEqual({ a: 1, b: 2 });
     expect((await docket(['schedule', 'show', name])).stdout).toContain(fired.job_id);
+    const explained = JSON.parse((await docket(['explain', fired.job_id, '--json'])).stdout) as { notes: string[] };
+    expect(explained.notes).toContain(`made from template ${template}, revision 1`);
+    expect(explained.notes.some((n) => n.startsWith(`made by schedule ${name}: its manual fire of tick `))).toBe(true);
 
     expect(JSON.parse((await docket(['schedule', 'disable', name, '--note', 'holiday', '--json'])).stdout)).toMatchObject({ status: 'disabled', disabled_note: 'holiday' });
     const bad = await docket(['schedule', 'put', 'cli-bad', '--cron', '61 * * * *', '--queue', queue]);
