@@ -329,6 +329,16 @@ describe('the CLI', () => {
     expect(bad.stderr).toContain('cron');
     expect(JSON.parse((await docket(['schedule', 'delete', name, '--json'])).stdout)).toMatchObject({ status: 'deleted' });
     expect(JSON.parse((await docket(['template', 'archive', template, '--json'])).stdout)).toMatchObject({ status: 'archived' });
+    const replay = JSON.parse((await docket(['replay', '--schedule', name, '--json'])).stdout) as { entries: { type: string; accepted: boolean; status: string }[]; fired: number };
+    expect(replay.entries.map((e) => [e.type, e.status])).toEqual([
+      ['schedule.put', 'enabled'],
+      ['schedule.fired', 'enabled'],
+      ['schedule.disabled', 'disabled'],
+      ['schedule.deleted', 'deleted'],
+    ]);
+    expect(replay.entries.every((e) => e.accepted)).toBe(true);
+    expect(replay.fired).toBe(1);
+    expect((await docket(['replay', '--schedule', name])).stdout).toContain('manual');
   });
 });
 
