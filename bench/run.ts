@@ -20,6 +20,7 @@ import { profileMarkdown, summariseProfiles, type ProfileSummary } from './lib/p
 import { redisServerBinary, redisVersion, startRedis, type RedisServer } from './lib/procs.js';
 import { buildScenario, cpuTable, markdownTable, type ScenarioResult } from './lib/report.js';
 import { auditGroup } from './scenarios/audit.js';
+import { flowControlGroup } from './scenarios/flow.js';
 import { foldGroup } from './scenarios/fold.js';
 import { largeGroup } from './scenarios/large.js';
 import { substrateGroup } from './scenarios/substrate.js';
@@ -58,7 +59,7 @@ function parseArgs(argv: string[]): Args {
     else if (arg === '--node') node = argv[++i] as NodeMode;
     else if (arg === '--out') out = argv[++i]!;
     else if (arg === '--help' || arg === '-h') {
-      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, large_queue, audit) [--node cli|child|inproc] [--profile] [--merge] [--render] [--out dir]\n  --render re-renders latest.md from latest.json without running anything\n  --merge keeps the rows of groups not run now from the previous latest.json (same --quick only)');
+      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, flow_control, large_queue, audit) [--node cli|child|inproc] [--profile] [--merge] [--render] [--out dir]\n  --render re-renders latest.md from latest.json without running anything\n  --merge keeps the rows of groups not run now from the previous latest.json (same --quick only)');
       process.exit(0);
     } else {
       log(`unknown argument ${arg}`);
@@ -251,6 +252,7 @@ async function main(): Promise<void> {
     endToEndGroup(env, 10),
     endToEndGroup(env, 1),
     latencyGroup(env),
+    flowControlGroup(env),
     largeGroup(env),
     auditGroup(config.foldJobs * 8, config.quick ? 2 : 3),
   ];

@@ -10,6 +10,7 @@ import { machineAccepts } from './decider.js';
 import type { AggregateKind, Envelope } from './envelope.js';
 import { deriveFold, type Fold, type FoldState } from './fold.js';
 import { applyQueueEvent, QUEUE_EVENT_TYPES, queueMachine, type QueueContext, type QueueEvent } from './queue.machine.js';
+import { applyGroupEvent, GROUP_EVENT_TYPES, groupMachine, type GroupContext, type GroupEvent } from './group.machine.js';
 import { applyReservationEvent, RESERVATION_EVENT_TYPES, reservationMachine, type ReservationContext, type ReservationEvent } from './reservation.machine.js';
 import { SCHEDULE_EVENT_TYPES, type ScheduleEvent } from './schedule.events.js';
 import { decideSchedule, scheduleFold, scheduleMachine, type ScheduleContext, type ScheduleState } from './schedule.machine.js';
@@ -41,6 +42,15 @@ export const reservationAggregate: AggregateDefinition<ReservationContext, Reser
   inQueue: true,
 };
 
+/** Groups live in partition `sys` (id = the group's id); the sys leader coordinates their members. */
+export const groupAggregate: AggregateDefinition<GroupContext, GroupEvent> = {
+  kind: 'group',
+  machine: groupMachine,
+  fold: deriveFold<GroupContext, GroupEvent>(groupMachine, { apply: applyGroupEvent }),
+  eventTypes: GROUP_EVENT_TYPES,
+  inQueue: false,
+};
+
 /** Templates live in partition `sys` (id = the template's name). */
 export const templateAggregate: AggregateDefinition<TemplateContext, TemplateEvent> = {
   kind: 'template',
@@ -60,9 +70,9 @@ export const scheduleAggregate: AggregateDefinition<ScheduleContext, ScheduleEve
 };
 
 /** Every event of a non-job aggregate kind. */
-export type AggregateEvent = QueueEvent | ReservationEvent | TemplateEvent | ScheduleEvent;
+export type AggregateEvent = QueueEvent | ReservationEvent | GroupEvent | TemplateEvent | ScheduleEvent;
 
-const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate, templateAggregate, scheduleAggregate] as unknown as AggregateDefinition<never, never>[];
+const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate, groupAggregate, templateAggregate, scheduleAggregate] as unknown as AggregateDefinition<never, never>[];
 
 const BY_KIND = new Map<string, AggregateDefinition>(DEFINITIONS.map((d) => [d.kind, d as unknown as AggregateDefinition]));
 const BY_TYPE = new Map<string, AggregateDefinition>(DEFINITIONS.flatMap((d) => d.eventTypes.map((t) => [t, d as unknown as AggregateDefinition] as const)));
@@ -92,7 +102,7 @@ export function initialAggregateState(kind: AggregateEvent['aggregate']['kind'])
 }
 
 /** What each event asks, as a person would say it, and the state it leads to ("already" for a repeat). */
-const VERBS: Record<QueueEvent['type'] | ReservationEvent['type'], readonly [verb: string, leadsTo: string | null]> = {
+const VERBS: Record<QueueEvent['type'] | ReservationEvent['type'] | GroupEvent['type'], readonly [verb: string, leadsTo: string | null]> = {
   'queue.paused': ['pause', 'paused'],
   'queue.resumed': ['resume', 'active'],
   'queue.settings_changed': ['change the settings of', null],
@@ -100,6 +110,9 @@ const VERBS: Record<QueueEvent['type'] | ReservationEvent['type'], readonly [ver
   'reservation.renewed': ['renew', null],
   'reservation.released': ['release', 'idle'],
   'reservation.expired': ['expire', 'idle'],
+  'group.created': ['create', 'queued'],
+  'group.started': ['start', 'running'],
+  'group.ended': ['end', null],
 };
 
 /** Decides a candidate event by asking its kind's machine itself. */

@@ -57,6 +57,11 @@ export interface JobSubmittedData {
    * Absent in events written before it existed: read as null.
    */
   readonly concurrency_key?: string | null;
+  /**
+   * Jobs (any queue) this one waits for: it is submitted `waiting` and released when all of them
+   * succeeded (a retry chain's last attempt decides), skipped when one of them ends otherwise.
+   */
+  readonly depends_on?: readonly string[];
   /** The template (and its revision) the job was made from; absent for a job made from none. */
   readonly template?: { readonly name: string; readonly revision: number };
   /** The schedule fire that made the job (its `schedule.fired` names the same tick and job id); absent otherwise. */

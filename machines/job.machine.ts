@@ -58,6 +58,8 @@ export interface JobContext {
   readonly end_reason: string | null;
   /** Flow control's key (JobSubmittedData.concurrency_key), or null. */
   readonly concurrency_key: string | null;
+  /** The jobs it waits for (JobSubmittedData.depends_on), or null. */
+  readonly depends_on: readonly string[] | null;
 }
 
 export const EMPTY_JOB: JobContext = {
@@ -76,6 +78,7 @@ export const EMPTY_JOB: JobContext = {
   finished_at: null,
   end_reason: null,
   concurrency_key: null,
+  depends_on: null,
 };
 
 /** The context effect of every accepted job event: written once, used by the machine and the fast fold. */
@@ -99,6 +102,7 @@ export function applyJobEvent(context: JobContext, event: JobEvent): JobContext 
         finished_at: null,
         end_reason: null,
         concurrency_key: d.concurrency_key ?? null,
+        depends_on: d.depends_on ?? null,
       };
     }
     case 'job.moved':

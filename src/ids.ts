@@ -63,6 +63,16 @@ export function queueOfReservationId(reservationId: string): string | null {
   return reservationId.length > 23 && reservationId[reservationId.length - 23] === '-' ? reservationId.slice(0, -23) : null;
 }
 
+/** A group's id: from the command id when there is one (a resent create makes the same group). */
+export function groupId(commandId: string | undefined, random: IdSource): string {
+  return prefixedId('g', commandId === undefined ? random.next() : digest('group', commandId));
+}
+
+/** A group member's job id: one per (group, index), so a member can never be created twice. */
+export function groupMemberJobId(group: string, index: number): string {
+  return prefixedId('m', digest('group-member', group, String(index)));
+}
+
 /** A retry's id: one per (failed job, attempt), so the retry can never be created twice. */
 export function retryJobId(failedJobId: string, attempt: number): string {
   return prefixedId('r', digest('retry', failedJobId, String(attempt)));

@@ -19,6 +19,10 @@ import { queueOfReservation, release, renew, reserve } from './commands/reservat
 import { FlowGate } from './dispatch/flow-gate.js';
 import { FlowCounts } from './projections/flow.js';
 import { ReservationExpirer } from './reactors/reservations.js';
+import { DependencyReleaser } from './reactors/dependencies.js';
+import { GroupCoordinator } from './reactors/group-coordinator.js';
+import { cancelGroup, createGroup, decideGroupMember, getGroup, listGroups, submitGroupMember, type GroupMemberSubmit } from './commands/group-commands.js';
+import { groupCancelSchema, groupCreateSchema, groupGetSchema, groupListSchema, type GroupCreateCommand } from './commands/group-schemas.js';
 import type { QueueContext } from '../machines/index.js';
 import { cancelSchema, getSchema, listSchema, moveSchema, progressSchema, promoteSchema, retrySchema, type CancelCommand, type MoveCommand, type PromoteCommand, type RetryCommand } from './commands/schemas.js';
 import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js';
@@ -226,6 +230,9 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   router.register('move', (_queue, body) => moveJob(context, body as MoveCommand));
   router.register('promote', (_queue, body) => promoteJob(context, body as PromoteCommand));
   const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run((await findJob(context, command.job_id)).queue, op, command);
+  router.register('group.create', (_lease, body) => createGroup(context, body as GroupCreateCommand, (queue, member) => router.run(queue, 'group.submit', member)));
+  router.register('group.submit', (_queue, body) => submitGroupMember(context, body as GroupMemberSubmit));
+  router.register('group.decide', (_queue, body) => decideGroupMember(context, body as Parameters<typeof decideGroupMember>[1]));
   router.register('pause', (_queue, body) => pauseQueue(context, body as PauseCommand));
   router.register('resume', (_queue, body) => resumeQueue(context, body as ResumeCommand));
   router.register('queue.set', (_queue, body) => setQueue(context, body as QueueSetCommand));
@@ -263,6 +270,13 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     return router.run(queueOfReservation(command.reservation_id), 'renew', command);
   });
   commands.register('reservations', (body) => listReservations(flowView, validate(reservationsSchema, body)));
+  commands.register('group.create', (body) => router.run(SYS_LEASE, 'group.create', validate(groupCreateSchema, body)));
+  commands.register('group.get', (body) => getGroup(store, aggregates, validate(groupGetSchema, body)));
+  commands.register('group.list', (body) => {
+    validate(groupListSchema, body);
+    return listGroups(store, aggregates);
+  });
+  commands.register('group.cancel', (body) => cancelGroup(store, aggregates, validate(groupCancelSchema, body), (queue, decision) => router.run(queue, 'group.decide', decision)));
   registerBulkCommands({
     deps: { context, queueIndex, queueOrder, replyBudget: () => replyBudget(nc) },
     registerOnLeader: (op, operation) => router.register(op, operation),
@@ -318,8 +332,14 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const isLeader = (queue: string) => leadership.isLeader(queue);
   const leases = new LeaseKeeper(context, isLeader, clock, root.child({ component: 'leases' }));
   const retrier = new Retrier(context, isLeader, root.child({ component: 'retrier' }));
+  const dependencies = new DependencyReleaser(context, isLeader, root.child({ component: 'dependencies' }));
+  const groups = new GroupCoordinator({ ctx: context, isSysLeader: () => leadership.isLeader(SYS_LEASE), decide: (queue, body) => router.run(queue, 'group.decide', body), log: root.child({ component: 'groups' }) });
+  aggregates.onChange(groups.applyAggregate);
+  store.onChange(groups.applyJob);
+  sysReactors.push(groups);
   store.onChange(leases.apply);
   store.onChange(retrier.apply);
+  store.onChange(dependencies.apply);
   const reservationExpirer = new ReservationExpirer(context, isLeader, clock, root.child({ component: 'reservations' }));
   aggregates.onChange(reservationExpirer.apply);
   reservationExpirer.start();
@@ -327,9 +347,17 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const dispatchers = new Map<string, QueueDispatcher>();
   queueOrder.onReady((queue) => dispatchers.get(queue)?.pump());
   // A slot or a hold freed: a running job ended, a queue resumed, a reservation ended, a limit changed.
-  flowCounts.onFreed((queue) => dispatchers.get(queue)?.pump());
+  flowCounts.onFreed((queue, key) => {
+    const dispatcher = dispatchers.get(queue);
+    dispatcher?.freeKey(key);
+    dispatcher?.pump();
+  });
   aggregates.onChange(({ after }) => {
-    if (after.queue !== null) dispatchers.get(after.queue)?.pump();
+    if (after.queue === null) return;
+    const dispatcher = dispatchers.get(after.queue);
+    // New settings may hold other keys or none: parked jobs are looked at again.
+    if (after.kind === 'queue') dispatcher?.freeAllKeys();
+    dispatcher?.pump();
   });
   const unsubscribeClock = clock.onChange?.(() => {
     for (const dispatcher of dispatchers.values()) dispatcher.pump();
@@ -357,6 +385,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       writers.start(queue, leadership.epochOf(queue), () => {
         leases.adopt(queue, store.values());
         retrier.adopt(queue, store.values());
+        dependencies.adopt(queue, store.values());
         reservationExpirer.adopt(queue);
         dispatchers.get(queue)?.pump();
       });

@@ -17,6 +17,8 @@ export interface SubmitSpec {
   readonly queue: string;
   readonly params?: Record<string, unknown>;
   readonly priority?: number;
+  /** Flow control: the queue's key_concurrency and key_rate hold per key. */
+  readonly concurrency_key?: string;
 }
 
 export interface ClientApi {
@@ -25,6 +27,8 @@ export interface ClientApi {
   events(options: { queue?: string; types?: readonly string[]; signal?: AbortSignal }): AsyncIterable<unknown>;
   /** Live events (core NATS), subscribed once `ready` resolves. */
   live(options: { queue?: string; types?: readonly string[]; signal?: AbortSignal }): AsyncIterable<{ aggregate: { id: string } }> & { ready: Promise<void> };
+  /** Flow control (a field left out keeps its value; null clears it); absent before flow control existed. */
+  setQueue?(queue: string, settings: { concurrency?: number | null; key_concurrency?: number | null; create?: boolean }): Promise<unknown>;
   close(): Promise<void>;
 }
 

@@ -8,7 +8,7 @@
  */
 import * as bull from '../lib/bullmq.js';
 import { measured, NotAvailableError, percentile, type Group, type Measurement, type RowDef } from '../lib/harness.js';
-import { acknowledged, connectClient, workerClass } from '../lib/docket.js';
+import { acknowledged, connectClient, workerClass, type ClientApi } from '../lib/docket.js';
 import { redisOf, withDocket, type BenchEnv } from '../lib/env.js';
 import { jobEvent, subjectOf } from '../lib/events.js';
 import { leanAppendCeiling } from '../lib/jetstream.js';
@@ -86,54 +86,73 @@ export function bulkSubmitGroup(env: BenchEnv): Group {
   };
 }
 
+export interface EndToEndOptions {
+  readonly queue: string;
+  readonly jobs: number;
+  /** The worker's concurrency. */
+  readonly concurrency: number;
+  readonly chunk: number;
+  /** Spread the jobs over this many concurrency_keys (flow control); none by default. */
+  readonly keys?: number;
+  /** Runs once the node serves, before the worker starts and outside the measured time (queue settings). */
+  readonly prepare?: (client: ClientApi) => Promise<void>;
+}
+
+/**
+ * docket end to end: a no-op worker running first, then the jobs submitted in chunks, until the
+ * node has acknowledged every completion. A fresh nats-server and node per run.
+ */
+export async function docketEndToEnd(env: BenchEnv, { queue, jobs: n, concurrency, chunk, keys, prepare }: EndToEndOptions): Promise<Measurement> {
+  const Worker = await workerClass();
+  return withDocket(env, async (run) => {
+    const client = await connectClient(run.url);
+    if (prepare) await prepare(client);
+    let handled = 0;
+    let done!: () => void;
+    const allHandled = new Promise<void>((resolve) => (done = resolve));
+    const worker = new Worker({
+      servers: run.url,
+      queue,
+      concurrency,
+      handler: async () => {
+        if (++handled === n) done();
+        return null;
+      },
+    });
+    await worker.start();
+    let closeMs = 0;
+    try {
+      const m = await measured(run.roles(), async () => {
+        await submitInChunks(client, queue, n, chunk, keys);
+        await allHandled;
+        if (worker.counts) {
+          // Done when the node has acknowledged every completion, as BullMQ's 'completed'
+          // event fires after its moveToFinished script returned.
+          await acknowledged(worker, n);
+        } else {
+          // No counts: close() drains, so it resolves after the last completion is acknowledged
+          // (and after the claim long-poll in flight ends: a bias against docket).
+          const t0 = performance.now();
+          await worker.close();
+          closeMs = performance.now() - t0;
+        }
+      });
+      return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, concurrency, chunk, ...(keys === undefined ? {} : { keys }), worker_close_ms: Math.round(closeMs), node: run.node.mode } };
+    } finally {
+      // Its claim long poll ends when the node stops, instead of after claimWaitMs.
+      run.defer(worker.close());
+      await client.close();
+    }
+  });
+}
+
 export function endToEndGroup(env: BenchEnv, concurrency: number): Group {
   const n = concurrency === 1 ? env.config.jobsAtConcurrency1 : env.config.jobs;
   const { chunk } = env.config;
   return {
     name: `end_to_end_c${concurrency}`,
     systems: {
-      docket: async () => {
-        const Worker = await workerClass();
-        return withDocket(env, async (run) => {
-          const client = await connectClient(run.url);
-          let handled = 0;
-          let done!: () => void;
-          const allHandled = new Promise<void>((resolve) => (done = resolve));
-          const worker = new Worker({
-            servers: run.url,
-            queue: 'e2e',
-            concurrency,
-            handler: async () => {
-              if (++handled === n) done();
-              return null;
-            },
-          });
-          await worker.start();
-          let closeMs = 0;
-          try {
-            const m = await measured(run.roles(), async () => {
-              await submitInChunks(client, 'e2e', n, chunk);
-              await allHandled;
-              if (worker.counts) {
-                // Done when the node has acknowledged every completion, as BullMQ's 'completed'
-                // event fires after its moveToFinished script returned.
-                await acknowledged(worker, n);
-              } else {
-                // No counts: close() drains, so it resolves after the last completion is acknowledged
-                // (and after the claim long-poll in flight ends: a bias against docket).
-                const t0 = performance.now();
-                await worker.close();
-                closeMs = performance.now() - t0;
-              }
-            });
-            return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, concurrency, chunk, worker_close_ms: Math.round(closeMs), node: run.node.mode } };
-          } finally {
-            // Its claim long poll ends when the node stops, instead of after claimWaitMs.
-            run.defer(worker.close());
-            await client.close();
-          }
-        });
-      },
+      docket: () => docketEndToEnd(env, { queue: 'e2e', jobs: n, concurrency, chunk }),
       bullmq_aof: () => bull.endToEnd(redisOf(env, 'aof'), n, concurrency, chunk),
       bullmq_memory: () => bull.endToEnd(redisOf(env, 'memory'), n, concurrency, chunk),
     },

@@ -10,7 +10,7 @@
  * had, as every node's fold does), so one tampered event gives one violation, not a cascade
  * through the rest of its history.
  */
-import { commitSeqOf, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
+import { commitSeqOf, deriveGroupEnd, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
 import { commitHash } from '../nats/codec.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, SYS_PARTITION } from '../nats/subjects.js';
 import { decodeStoredCommit, partitionAggregate, type DecodedEvent } from './decode.js';
@@ -252,7 +252,11 @@ export class Auditor {
         const before = st.aggregates.get(aggregate) ?? initialAggregateState(event.aggregate.kind);
         const after = evolveAggregate(before, event);
         if (after === null) this.violateAt(position, aggregate, AuditRules.IllegalTransition, `${event.type} (event ${event.id}) refused by the ${aggregateKind} machine in state ${before.value}`, [position]);
-        else st.aggregates.set(aggregate, after);
+        else {
+          st.aggregates.set(aggregate, after);
+          if (event.type === 'group.created') event.data.members.forEach((m, index) => this.groupMembers.set(m.job_id, { group: event.aggregate.id, index, members: event.data.members, mode: event.data.mode }));
+          if (event.type === 'group.ended') this.checkGroupEnd(position, aggregate, after as FoldState<GroupContext>, event.data.status);
+        }
       }
       return;
     }
@@ -289,8 +293,12 @@ export class Auditor {
         this.jobs += 1;
         this.checkRetry(position, aggregate, st, job, event);
         break;
+      case 'job.released':
+        this.checkDependencies(position, aggregate, after.job.context.depends_on ?? []);
+        break;
       case 'job.claimed':
         job.claimAt = position;
+        this.checkGroupOrder(position, aggregate, jobId);
         this.checkFlow(position, aggregate, st, queue, jobId, event, after.job.context.concurrency_key);
         break;
       default:
@@ -303,6 +311,47 @@ export class Auditor {
       if (key !== null) st.runningByKey.set(key, (st.runningByKey.get(key) ?? 1) - 1);
     }
     job.state = after;
+  }
+
+  /** A group's members, by member job id (members live in queue partitions, the group in sys). */
+  private readonly groupMembers = new Map<string, { group: string; index: number; members: readonly GroupMember[]; mode: string }>();
+
+  /** The recorded end equals seed 003's derivation from the members' statuses at that point of the log. */
+  private checkGroupEnd(at: Position, aggregate: string, group: FoldState<GroupContext>, status: string): void {
+    const statuses = group.context.members.map((m) => this.anyJob(m.job_id)?.state.job.value ?? null);
+    // A member outside the audited range cannot be judged.
+    if (statuses.some((s) => s === null)) return;
+    const derived = deriveGroupEnd(statuses.map((s) => (s !== null && (TERMINAL.has(s) || s === 'removed') ? s : null)));
+    if (derived !== status) this.violateAt(at, aggregate, AuditRules.GroupRule, `group.ended says ${status}, but its members then (${statuses.join(', ')}) derive ${derived ?? 'not ended'}`, [at]);
+  }
+
+  /** A sequential group's member is claimed only once the member before it has ended. */
+  private checkGroupOrder(at: Position, aggregate: string, jobId: string): void {
+    const member = this.groupMembers.get(jobId);
+    if (member === undefined || member.mode !== 'sequential' || member.index === 0) return;
+    const previous = this.anyJob(member.members[member.index - 1]!.job_id);
+    if (previous === undefined || TERMINAL.has(previous.state.job.value)) return;
+    this.violateAt(at, aggregate, AuditRules.GroupRule, `member ${member.index} of sequential group ${member.group} claimed while member ${member.index - 1} (${previous.jobId}) was ${previous.state.job.value}`, [at]);
+  }
+
+  /** A job of any partition, by id (dependencies name jobs of other queues). */
+  private anyJob(jobId: string): JobAudit | undefined {
+    for (const st of this.partitions.values()) {
+      const job = st.jobs.get(jobId);
+      if (job) return job;
+    }
+    return undefined;
+  }
+
+  /** Each dependency (followed along its retry chain) had succeeded before the release. */
+  private checkDependencies(at: Position, aggregate: string, dependsOn: readonly string[]): void {
+    for (const dependencyId of dependsOn) {
+      let dependency = this.anyJob(dependencyId);
+      for (let hops = 0; dependency?.retriedBy != null && dependency.retryAt < at && hops < 10_000; hops++) dependency = this.anyJob(dependency.retriedBy);
+      // A dependency outside the audited range (another queue's partition, an earlier stretch) cannot be judged.
+      if (dependency === undefined || (dependency.state.job.value === 'succeeded' && dependency.endAt < at)) continue;
+      this.violateAt(at, aggregate, AuditRules.ReleasedBeforeDependencies, `job.released before its dependency ${dependencyId} had succeeded (it was ${dependency.state.job.value})`, [dependency.submitAt, at]);
+    }
   }
 
   /**

@@ -231,6 +231,11 @@ export class Explainer {
     }
     const holds = [...this.holds].map(([reason, h]) => ({ reason, ...h }));
     for (const h of holds) notes.push(`held by ${h.reason} (${h.detail}) from ${h.from} to ${h.to}`);
+    const dependsOn = t.state.job.context.depends_on;
+    if (dependsOn !== null) {
+      const released = t.events.find((e) => e.type === 'job.released');
+      notes.push(`waited on its dependencies (${dependsOn.join(', ')})${released ? `: released at ${released.time} (${released.seq}:${String(released.index)}), once all had succeeded` : t.status === 'skipped' ? `: skipped, ${t.end_reason ?? ''}` : ': not released yet'}`);
+    }
     if (t.retry_of !== null) notes.push(`attempt ${t.attempt} of ${t.max_attempts}: a retry of ${t.retry_of}`);
     // Where it came from: the schedule fire and the template revision job.submitted records.
     const origin = t.events.find((e) => e.type === 'job.submitted')?.data as { schedule?: { name: string; tick: string; trigger: string }; template?: { name: string; revision: number } } | null | undefined;

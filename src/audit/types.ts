@@ -65,6 +65,10 @@ export const AuditRules = {
   ClaimedBeforeRunAt: 'claimed_before_run_at',
   /** A claim while its queue was paused or reserved (the reservation's own direct job excepted). */
   ClaimWhileHeld: 'claim_while_held',
+  /** A group's recorded end differs from seed 003's derivation from its members' ends then, or a sequential group's member was claimed before the member before it had ended. */
+  GroupRule: 'group_rule',
+  /** A job released (`job.released`) before each job it depends on (the last attempt of its retry chain) had succeeded. */
+  ReleasedBeforeDependencies: 'released_before_dependencies',
   /** A claim past the queue's flow-control limits as they stood then: concurrency, rate, or those of the job's concurrency_key. */
   LimitExceeded: 'limit_exceeded',
 } as const;

@@ -18,6 +18,8 @@ interface SubmitFlags extends CommonFlags {
   readonly delayMs?: string;
   readonly runAt?: string;
   readonly maxAttempts?: string;
+  readonly concurrencyKey?: string;
+  readonly dependsOn?: string;
   readonly id?: string;
   readonly file?: string;
   readonly wait?: boolean;
@@ -57,6 +59,8 @@ function specFromFlags(flags: SubmitFlags): Record<string, unknown> {
   if (flags.delayMs !== undefined) spec['delay_ms'] = parseInteger(flags.delayMs, '--delay-ms');
   if (flags.runAt !== undefined) spec['run_at'] = parseIsoTime(flags.runAt, '--run-at');
   if (flags.maxAttempts !== undefined) spec['max_attempts'] = parseInteger(flags.maxAttempts, '--max-attempts');
+  if (flags.concurrencyKey !== undefined) spec['concurrency_key'] = flags.concurrencyKey;
+  if (flags.dependsOn !== undefined) spec['depends_on'] = flags.dependsOn.split(',').filter((id) => id !== '');
   return spec;
 }
 
@@ -256,6 +260,8 @@ export function registerJobCommands(program: Command): void {
       .option('--delay-ms <n>', 'run no earlier than this many ms from now')
       .option('--run-at <iso>', 'run no earlier than this ISO-8601 time')
       .option('--max-attempts <n>', 'attempts before the job stays failed (default 1)')
+      .option('--concurrency-key <key>', "flow control: the queue's key_concurrency and key_rate hold per key (a tenant id, say)")
+      .option('--depends-on <ids>', 'comma-separated job ids (any queue): the job runs once all of them succeeded')
       .option('--id <command-id>', 'command id: resending the same id returns the first result')
       .option('--file <path>', "JSON lines, one job spec per line ('-' for stdin); sent in batches of up to 10,000 jobs and 3/4 of the server's max_payload")
       .option('--wait', 'wait for the job to end and print its result; exit 0 only when it succeeded'),

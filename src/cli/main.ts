@@ -24,7 +24,7 @@ const COMMAND_MODULES: readonly { readonly names: readonly string[]; load(): Pro
   { names: ['tail'], load: async () => (await import('./tail.js')).registerTail },
   { names: ['replay', 'audit', 'explain', 'export'], load: async () => (await import('./audit-commands.js')).registerAuditCommands },
   { names: ['work', 'retry', 'move'], load: async () => (await import('./work-commands.js')).registerWorkCommands },
-  { names: ['pause', 'resume', 'queue', 'reserve', 'release', 'renew', 'reservations', 'run-direct'], load: async () => (await import('./flow-commands.js')).registerFlowCommands },
+  { names: ['pause', 'resume', 'queue', 'reserve', 'release', 'renew', 'reservations', 'run-direct', 'group'], load: async () => (await import('./flow-commands.js')).registerFlowCommands },
   { names: ['retry-all', 'cancel-all', 'clean'], load: async () => (await import('./bulk-commands.js')).registerBulkCommands },
   { names: ['schedule', 'template'], load: async () => (await import('./schedule-commands.js')).registerScheduleCommands },
 ];

@@ -319,6 +319,18 @@ export class Client {
     return queues;
   }
 
+  /** Creates a group: members (submit bodies of any queues) run one after another or together. */
+  async createGroup(group: { mode: 'sequential' | 'parallel'; on_failure?: 'stop' | 'continue' | 'skip'; name?: string; id?: string; jobs: SubmitJob[] }): Promise<{ group_id: string; jobs: string[] }> {
+    const { group_id, jobs } = await this.request<{ group_id: string; jobs: string[] }>('group.create', group);
+    return { group_id, jobs };
+  }
+
+  /** A group, its derived status and its members. */
+  async group(groupId: string): Promise<Record<string, unknown>> {
+    const { ok: _ok, ...group } = await this.request<Record<string, unknown>>('group.get', { group_id: groupId });
+    return group;
+  }
+
   /** Pauses a queue: it takes submits and hands out nothing until resumed. `create` configures a queue with no job yet. */
   async pause(queue: string, options: { reason?: string; actor?: string; id?: string; create?: boolean } = {}): Promise<QueueView> {
     return this.request<QueueView>('pause', { queue, ...options });

@@ -52,6 +52,7 @@ import {
   cancelAllSchema,
   cleanSchema,
 } from './schemas.js';
+import { groupCancelSchema, groupCreateSchema, groupGetSchema, groupListSchema } from './group-schemas.js';
 import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema } from './queue-schemas.js';
 
 export type JsonSchema = { [key: string]: unknown };
@@ -209,6 +210,10 @@ export function jsonSchemas(): Record<string, JsonSchema> {
     'cmd.reserve': request('docket.cmd.reserve request', "Take the queue's one reservation (direct execution), optionally with a job created and claimed under it. The job's queue must be the reserved queue (checked by the node).", generate(reserveSchema)),
     'cmd.release': request('docket.cmd.release request', 'End a reservation.', generate(releaseSchema)),
     'cmd.renew': request('docket.cmd.renew request', "Push a reservation's expiry to ttl_ms from now.", generate(renewSchema)),
+    'cmd.group.create': request('docket.cmd.group.create request', 'Create a group: its members (submit bodies of any queues, without key or depends_on) run one after another (sequential) or together (parallel).', generate(groupCreateSchema)),
+    'cmd.group.get': request('docket.cmd.group.get request', 'A group with its members and its derived status.', generate(groupGetSchema)),
+    'cmd.group.list': request('docket.cmd.group.list request', 'Every group with its status.', generate(groupListSchema)),
+    'cmd.group.cancel': request('docket.cmd.group.cancel request', "Cancel a group's live members.", generate(groupCancelSchema)),
     'cmd.reservations': request('docket.cmd.reservations request', 'The active reservations (of one queue, or all).', generate(reservationsSchema)),
     'cmd.retry_all': request('docket.cmd.retry_all request', 'Retry every failed job of the queue whose retry chain has no retry yet (failed at or after `since`), one event per job; dry_run answers the count only.', generate(retryAllSchema)),
     'cmd.cancel_all': request('docket.cmd.cancel_all request', 'Cancel every queued, waiting or delayed job of the queue, one event per job; dry_run answers the count only.', generate(cancelAllSchema)),

@@ -32,6 +32,10 @@ export const Limits = {
   MaxJsonDepth: 64,
   /** Ten years: beyond it a delay is a mistake, and far beyond it no time can represent it. */
   MaxDelayMs: 10 * 366 * 24 * 3_600_000,
+  /** Members of one group (one group.create request). */
+  MaxGroupJobs: 1_000,
+  /** Jobs one job may depend on (depends_on). */
+  MaxDependencies: 100,
   /** Jobs one claim may take. */
   MaxClaimJobs: 1_000,
   /** A long-poll claim waits at most this long (NATS request timeouts beyond it are the client's). */

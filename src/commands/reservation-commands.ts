@@ -102,7 +102,7 @@ export async function reserve(ctx: CommandContext, command: ReserveCommand): Pro
     if (ctx.store.get(jobId)) throw new ConflictError(`job ${jobId} exists already; send a new command id`, { details: { job_id: jobId } });
     // A direct job may name a template too (its queue must still be the reserved one).
     const made = applyTemplate(command.job, ctx.aggregates);
-    const submitted = submittedEvent(ctx, made.spec, jobId, command.id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(command.id, jobId), meta, made.madeFrom);
+    const submitted = submittedEvent(ctx, made.spec, jobId, command.id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(command.id, jobId), meta, false, made.madeFrom);
     const runId = ctx.ids.next();
     const leaseMs = command.lease_ms ?? JobDefaults.leaseMs;
     const claim = envelope(ctx, 'job.claimed', { queue, jobId }, command.id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(command.id, jobId, 1), {

@@ -66,6 +66,7 @@ const jobSpecShape = {
   max_attempts: z.number().int().min(1).max(Limits.MaxAttempts).optional(),
   backoff: backoffSchema.optional(),
   concurrency_key: z.string().min(1).max(200).describe("flow control: the queue's key_concurrency and key_rate hold per key (a tenant id, say)").optional(),
+  depends_on: z.array(idToken).min(1).max(Limits.MaxDependencies).describe('job ids (any queue) this job waits for: it runs once all of them succeeded and is skipped when one ends otherwise').optional(),
   template: aggregateName
     .describe("make the job from this template: the template's params with the submit's merged over them (shallow, by key), its priority, max_attempts and backoff where the submit gives none; the node fills a missing queue with the template's")
     .optional(),

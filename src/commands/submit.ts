@@ -6,7 +6,8 @@
  */
 import { isLiveStatus, Priority, type JobKey, type JsonObject } from '../../machines/index.js';
 import { toIso } from '../clock.js';
-import { DocketError, UnavailableError, coerceError, type ErrorBody } from '../errors.js';
+import { DocketError, InvalidRequestError, UnavailableError, coerceError, excerpt, type ErrorBody } from '../errors.js';
+import { dependencyOutcome } from '../reactors/dependencies.js';
 import { canonicalJson, commandJobId, eventIdFor, eventIdOf, keyedJobId } from '../ids.js';
 import { plainSubmitId, type JobRecord } from '../store/job-store.js';
 import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, type CommandContext, type CommandMeta } from './handle-command.js';
@@ -23,7 +24,7 @@ export interface SubmitItemResult {
 export type SubmitItemReply = ({ ok: true } & SubmitItemResult) | { ok: false; error: ErrorBody };
 
 /** Tries keyed ids generation by generation: a terminal job at a generation means "the next one". */
-async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string, meta: CommandMeta, madeFrom: MadeFrom | null): Promise<SubmitItemResult> {
+async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string, meta: CommandMeta, waiting: boolean, madeFrom: MadeFrom | null): Promise<SubmitItemResult> {
   const canonical = canonicalJson(key);
   let generation = ctx.keys.generations(spec.queue, canonical);
   let caughtUp = false;
@@ -49,7 +50,7 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
       generation += 1;
       continue;
     }
-    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, madeFrom));
+    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, waiting, madeFrom));
     if (!created && !isLive(record)) {
       generation += 1;
       continue;
@@ -63,7 +64,7 @@ function isLive(record: JobRecord): boolean {
 }
 
 /** The job.submitted event of a job spec, its defaults filled in. */
-export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta, madeFrom: MadeFrom | null = null) {
+export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta, waiting = false, madeFrom: MadeFrom | null = null) {
   const now = ctx.clock.now();
   const time = toIso(now);
   // Without a delay run_at is the event's own time: the same string, held once per job.
@@ -79,8 +80,9 @@ export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string
     backoff: spec.backoff ?? JobDefaults.backoff,
     attempt: 1,
     retry_of: null,
-    waiting: false,
+    waiting,
     ...(spec.concurrency_key === undefined ? {} : { concurrency_key: spec.concurrency_key }),
+    ...(spec.depends_on === undefined ? {} : { depends_on: spec.depends_on }),
     ...(madeFrom === null ? {} : { template: madeFrom }),
   }, meta, time);
 }
@@ -96,12 +98,35 @@ async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string 
   // resend is the same command even if the template was revised meanwhile.
   const { spec: made, madeFrom } = applyTemplate(spec, ctx.aggregates);
   spec = made;
-  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()), meta, madeFrom);
+  const waiting = await waitsOnDependencies(ctx, spec);
+  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()), meta, waiting, madeFrom);
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
   // A plain submit's event id is derived from its random job id (the store need not keep it).
   const eventId = commandEventId ?? plainSubmitId(jobId);
-  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, madeFrom));
+  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, waiting, madeFrom));
   return { job_id: record.jobId, status: record.state.job.value, created };
+}
+
+/**
+ * Whether a job with `depends_on` starts `waiting`: yes unless every dependency has succeeded
+ * already. A dependency this node cannot find (after catching up) is `invalid_request`; so is one
+ * that has already ended otherwise for good (the job could never run: refused rather than
+ * created skipped, a choice documented in README).
+ */
+async function waitsOnDependencies(ctx: CommandContext, spec: JobSpec): Promise<boolean> {
+  if (spec.depends_on === undefined) return false;
+  let waiting = false;
+  for (const dependencyId of spec.depends_on) {
+    let outcome = dependencyOutcome(ctx, dependencyId);
+    if (outcome === undefined) {
+      await ctx.catchUp();
+      outcome = dependencyOutcome(ctx, dependencyId);
+    }
+    if (outcome === undefined) throw new InvalidRequestError(`depends_on names job ${excerpt(dependencyId)}, which does not exist`, { details: { job_id: excerpt(dependencyId) } });
+    if (outcome.kind === 'ended') throw new InvalidRequestError(`depends_on names job ${dependencyId}, which has ${outcome.jobId === dependencyId ? '' : `a retry chain that `}ended ${outcome.status}: this job could never run`, { details: { job_id: dependencyId, status: outcome.status } });
+    if (outcome.kind === 'pending') waiting = true;
+  }
+  return waiting;
 }
 
 /** Runs `fn` over `items` with at most `limit` in flight, keeping order in the results. */
@@ -142,8 +167,8 @@ export async function submitPart(ctx: CommandContext, part: SubmitPart): Promise
   // decided together and handed to the writer at once.
   const plain: number[] = [];
   const others: number[] = [];
-  // A job made from a template is decided on its own: its template may refuse it.
-  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined && item.spec.template === undefined ? plain : others).push(i));
+  // A job made from a template, or waiting on others, is decided on its own.
+  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined && item.spec.depends_on === undefined && item.spec.template === undefined ? plain : others).push(i));
   await Promise.all([
     plain.length === 0 ? undefined : submitPlain(ctx, plain.map((i) => part.items[i]!.spec)).then(
       (answers) => plain.forEach((i, k) => (replies[i] = answers[k]!)),

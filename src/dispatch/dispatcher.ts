@@ -17,6 +17,7 @@ import type { Logger } from '../logger.js';
 import type { QueueOrder } from '../projections/queue-order.js';
 import type { FlowGate } from './flow-gate.js';
 import { selectClaimable } from './select-claimable.js';
+import { ParkedKeys } from './parked-keys.js';
 
 
 interface Waiter {
@@ -35,6 +36,8 @@ export class QueueDispatcher {
   private dueTimer: NodeJS.Timeout | undefined;
   /** When a rate window held a claim back: it moves on then. */
   private rateTimer: NodeJS.Timeout | undefined;
+  /** Jobs of held keys, out of the order's scan until their key is freed. */
+  private readonly parkedKeys: ParkedKeys;
   private readonly pollTimer: NodeJS.Timeout;
   private stopped = false;
 
@@ -49,6 +52,7 @@ export class QueueDispatcher {
     /** Flow control: pause, reservation, concurrency and rate limits (src/dispatch/flow-gate.ts). */
     private readonly gate: FlowGate,
   ) {
+    this.parkedKeys = new ParkedKeys(queue, order);
     this.pollTimer = setInterval(() => this.pump(), POLL_MS);
     this.pollTimer.unref();
   }
@@ -79,9 +83,23 @@ export class QueueDispatcher {
     }, Math.max(0, waiter.deadline - Date.now()));
   }
 
+  /**
+   * A key may run again (one of its runs ended, a claim of it settled): its parked jobs go back to
+   * their places, unless a limit still holds it (they would only be parked again).
+   */
+  freeKey(key: string | null): void {
+    if (key !== null && this.parkedKeys.has(key) && this.gate.keyHold(key, this.clock.now()) === null) this.parkedKeys.free(key);
+  }
+
+  /** The settings changed: every parked job goes back, to be held again by the new ones or not. */
+  freeAllKeys(): void {
+    this.parkedKeys.freeAll();
+  }
+
   /** Hands ready jobs to waiting claims. Synchronous up to the appends, which run in parallel. */
   pump(): void {
     let rateRetryAt: number | undefined;
+    if (this.parkedKeys.size > 0) this.parkedKeys.freeDue(this.clock.now());
     while (this.waiters.length > 0 && !this.stopped) {
       const waiter = this.waiters[0]!;
       const { jobIds, keys, retryAtMs } = selectClaimable({
@@ -92,12 +110,18 @@ export class QueueDispatcher {
         max: waiter.request.max ?? 1,
         replyBudget: this.replyBudget(),
         nowMs: this.clock.now(),
+        parked: this.parkedKeys,
       });
       if (retryAtMs !== undefined) rateRetryAt = Math.min(rateRetryAt ?? Infinity, retryAtMs);
       if (jobIds.length === 0) break;
       this.waiters.shift();
       clearTimeout(waiter.timer);
-      void Promise.all(jobIds.map((jobId, i) => this.claimOne(jobId, waiter.request).finally(() => this.gate.settled(keys[i]!)))).then((claimed) => {
+      // A claim that settles frees its key's slot: the key's parked jobs may run again.
+      const settle = (key: string | null) => {
+        this.gate.settled(key);
+        this.freeKey(key);
+      };
+      void Promise.all(jobIds.map((jobId, i) => this.claimOne(jobId, waiter.request).finally(() => settle(keys[i]!)))).then((claimed) => {
         const jobs = claimed.filter((job): job is ClaimedJob => job !== null);
         if (jobs.length > 0 || this.stopped) {
           waiter.resolve(jobs);
@@ -161,6 +185,8 @@ export class QueueDispatcher {
     clearInterval(this.pollTimer);
     clearTimeout(this.dueTimer);
     clearTimeout(this.rateTimer);
+    // Parked jobs are "taken" in the node's queue order: give them back for whoever leads next.
+    this.parkedKeys.freeAll();
     for (const waiter of this.waiters.splice(0)) {
       clearTimeout(waiter.timer);
       waiter.resolve([]);

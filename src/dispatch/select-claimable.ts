@@ -7,12 +7,14 @@
 import type { QueueOrder } from '../projections/queue-order.js';
 import type { JobRecord } from '../store/job-store.js';
 import type { FlowGate, Hold } from './flow-gate.js';
+import type { ParkedKeys } from './parked-keys.js';
 
 /** A claimed job's fields around its params and key, in JSON: ids, queue, counters, the fencing token. */
 const CLAIMED_JOB_OVERHEAD_BYTES = 400;
 /**
- * Jobs of held keys one claim looks past for a job it may run (a busy key never starves the
- * others); beyond it the claim waits for the next wake-up rather than scan a long backlog.
+ * Jobs of held keys one claim looks past and puts back, when nothing parks them: beyond it the
+ * claim waits for the next wake-up rather than scan a long backlog. The dispatcher parks them
+ * instead (ParkedKeys), so a busy key's backlog is walked once per hold, not once per claim.
  */
 export const MAX_SKIPPED_PER_CLAIM = 1_000;
 
@@ -41,6 +43,8 @@ export interface SelectInput {
   /** Bytes the claim's reply may carry. */
   readonly replyBudget: number;
   readonly nowMs: number;
+  /** Where jobs of held keys go out of the scan until their key is freed; without it they are put back (up to MAX_SKIPPED_PER_CLAIM). */
+  readonly parked?: ParkedKeys;
 }
 
 function rateRetry(hold: Hold | null, at: number | undefined): number | undefined {
@@ -49,7 +53,7 @@ function rateRetry(hold: Hold | null, at: number | undefined): number | undefine
 }
 
 /** Takes the jobs (marked taken in the order, counted in flight by the gate) or none when the queue is held. */
-export function selectClaimable({ queue, order, gate, lookup, max, replyBudget, nowMs }: SelectInput): Selection {
+export function selectClaimable({ queue, order, gate, lookup, max, replyBudget, nowMs, parked }: SelectInput): Selection {
   const allowed = gate.room(nowMs);
   if (allowed <= 0) return { jobIds: [], keys: [], retryAtMs: rateRetry(gate.queueHold(nowMs), undefined) };
   const limit = Math.min(max, allowed);
@@ -68,6 +72,10 @@ export function selectClaimable({ queue, order, gate, lookup, max, replyBudget, 
     const keyHold = gate.keyHold(key, nowMs);
     if (keyHold !== null) {
       retryAtMs = rateRetry(keyHold, retryAtMs);
+      if (parked !== undefined && key !== null) {
+        parked.park(key, id, keyHold.reason === 'key_rate' ? keyHold.untilMs : undefined);
+        continue;
+      }
       skipped.push(id);
       if (skipped.length >= MAX_SKIPPED_PER_CLAIM) break;
       continue;

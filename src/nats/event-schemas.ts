@@ -62,6 +62,7 @@ export const jobEventDataSchemas = {
     retry_of: idToken.nullable().describe('The failed job this one retries, or null.'),
     waiting: z.boolean().describe('true: the job waits until job.released.'),
     concurrency_key: z.string().nullable().describe("Flow control's key: the queue's key_concurrency and key_rate hold per key. Absent or null: none.").optional(),
+    depends_on: z.array(idToken).describe('Jobs (any queue) it waits for: released when all succeeded, skipped when one ends otherwise. Absent: none.').optional(),
     template: z.looseObject({ name: z.string(), revision: z.int().min(1) }).describe('The template (and its revision) the job was made from. Absent: none.').optional(),
     schedule: z
       .looseObject({ name: z.string(), tick: isoTime, trigger: z.enum(FireTriggers) })
@@ -184,6 +185,17 @@ export const aggregateEventDataSchemas = {
   'reservation.renewed': ['reservation', z.looseObject({ reservation_id: reservationId, expires_at: isoTime })],
   'reservation.released': ['reservation', z.looseObject({ reservation_id: reservationId })],
   'reservation.expired': ['reservation', z.looseObject({ reservation_id: reservationId }).describe("Decided at or after the reservation's expires_at.")],
+  'group.created': [
+    'group',
+    z.looseObject({
+      name: z.string().nullable(),
+      mode: z.enum(['sequential', 'parallel']),
+      on_failure: z.enum(['stop', 'continue', 'skip']),
+      members: z.array(z.looseObject({ job_id: idToken, queue: queueName })).min(1).describe('In order: a sequential group runs them one after another.'),
+    }),
+  ],
+  'group.started': ['group', z.looseObject({ job_id: idToken.describe('The member whose start started the group.') })],
+  'group.ended': ['group', z.looseObject({ status: z.enum(['completed', 'partial', 'cancelled']).describe("seed 003's derivation from the members' ends.") })],
   'template.put': [
     'template',
     z
@@ -259,7 +271,8 @@ function aggregateEventSchema<T extends AggregateEventType>(type: T) {
       ...envelopeFields,
       type: z.literal(type),
       time: isoTime.describe('ISO-8601 time the event was decided (node clock).'),
-      aggregate: z.looseObject({ kind: z.literal(kind), id: z.string().describe(SYS_KINDS.has(kind) ? `The ${kind}'s name.` : `The ${kind}'s id: the queue's name.`) }),
+      aggregate: z.looseObject({ kind: z.literal(kind), id: z.string().describe(kind === 'group' ? "The group's id." : SYS_KINDS.has(kind) ? `The ${kind}'s name.` : `The ${kind}'s id: the queue's name.`) }),
+      // A sys aggregate (group, template, schedule) lives in partition sys: no queue.
       ...(SYS_KINDS.has(kind) ? {} : { queue: queueName.describe('The queue of the aggregate (its partition is q.<queue>).') }),
       data,
     })

@@ -54,12 +54,12 @@ function claimTimesOf(record: JobRecord): number[] {
 
 export class FlowCounts {
   private readonly queues = new Map<string, QueueFlow>();
-  private readonly freedListeners: ((queue: string) => void)[] = [];
+  private readonly freedListeners: ((queue: string, key: string | null) => void)[] = [];
 
   constructor(private readonly settingsOf: (queue: string) => QueueSettings) {}
 
-  /** Called when a running job of the queue ends: a slot a limit held may be free. */
-  onFreed(listener: (queue: string) => void): void {
+  /** Called when a running job of the queue ends (with its concurrency_key): a slot a limit held may be free. */
+  onFreed(listener: (queue: string, key: string | null) => void): void {
     this.freedListeners.push(listener);
   }
 
@@ -106,7 +106,7 @@ export class FlowCounts {
         // A key with nothing running and no claim a rate could still count is forgotten.
         if (keyFlow.running === 0 && keyFlow.claims.times.length === 0) flow.keys.delete(key!);
       }
-      for (const listener of this.freedListeners) listener(after.queue);
+      for (const listener of this.freedListeners) listener(after.queue, key);
     }
   };
 

@@ -34,7 +34,7 @@ function retryIdOf(ctx: CommandContext, failed: JobRecord): string {
 }
 
 /** Has the failed job already been followed: its retry, or (keyed) any newer job of its key? */
-function superseded(ctx: CommandContext, failed: JobRecord): JobRecord | undefined {
+export function superseded(ctx: CommandContext, failed: JobRecord): JobRecord | undefined {
   const key = keyOf(failed);
   if (key === null) return ctx.store.get(retryJobId(failed.jobId, failed.state.job.context.attempt));
   const latest = ctx.keys.latestJob(failed.queue, key);
@@ -102,6 +102,14 @@ export async function createRetry(ctx: CommandContext, failed: JobRecord, option
   return createJob(ctx, plan.event);
 }
 
+/** Whether a failed job gets an automatic retry by its policy (whether or not it exists yet). */
+export function getsRetry(record: JobRecord): boolean {
+  if (record.state.job.value !== 'failed') return false;
+  const job = record.state.job.context;
+  const run = record.state.run.context;
+  return shouldRetry({ reason: run.failure_reason, error: run.error, attempt: job.attempt, max_attempts: job.max_attempts });
+}
+
 export class Retrier {
   /** Jobs whose retry failed to append, by job id: the timer of the next try. */
   private readonly again = new Map<string, { readonly queue: string; readonly timer: NodeJS.Timeout }>();
@@ -113,12 +121,8 @@ export class Retrier {
   ) {}
 
   private needsRetry(record: JobRecord): boolean {
-    if (record.state.job.value !== 'failed') return false;
-    const job = record.state.job.context;
-    const run = record.state.run.context;
-    if (!shouldRetry({ reason: run.failure_reason, error: run.error, attempt: job.attempt, max_attempts: job.max_attempts })) return false;
     // Its retry exists, or (keyed) a newer job of the key supersedes it: one live job per key.
-    return superseded(this.ctx, record) === undefined;
+    return getsRetry(record) && superseded(this.ctx, record) === undefined;
   }
 
   readonly apply = (change: JobChange): void => {

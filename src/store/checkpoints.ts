@@ -25,8 +25,8 @@ import { JobDefaults } from '../commands/limits.js';
 import { NO_EVENTS, type HistoryEntry, type JobRecord } from './job-store.js';
 import type { AggregateRecord } from './aggregate-store.js';
 
-/** 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
-const FORMAT = 5;
+/** 6: a job's depends_on after its concurrency_key. 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
+const FORMAT = 6;
 /** Records per line and per write: large enough to be fast, small enough not to stall commands. */
 const CHUNK_RECORDS = 2_000;
 /** When the file is rewritten whole: it holds more than `ratio` times the live records, plus `slack`. */
@@ -101,6 +101,7 @@ type RecordLine = [
   endReason: string | null,
   run: JobState['run'] | 0,
   concurrencyKey: string | null,
+  dependsOn: readonly string[] | null,
   commandHash?: string,
 ];
 
@@ -118,13 +119,14 @@ function toLine(record: JobRecord): RecordLine {
     c.created_at === c.run_at ? 0 : c.created_at, c.finished_at, c.end_reason,
     run === INITIAL_JOB_STATE.run ? 0 : run,
     c.concurrency_key,
+    c.depends_on,
     // Last and only when there is one: most jobs are submitted without a command id.
     ...(record.commandHash === null ? [] : [record.commandHash]),
   ] as RecordLine;
 }
 
 function fromLine(line: RecordLine): JobRecord {
-  const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run, concurrencyKey, commandHash] = line;
+  const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run, concurrencyKey, dependsOn, commandHash] = line;
   const context: JobContext = {
     job_id: jobId,
     queue,
@@ -141,6 +143,7 @@ function fromLine(line: RecordLine): JobRecord {
     finished_at: finishedAt,
     end_reason: endReason,
     concurrency_key: concurrencyKey,
+    depends_on: dependsOn,
   };
   return { jobId, queue, state: { job: { value: status, context }, run: run === 0 ? INITIAL_JOB_STATE.run : run } as JobState, seq, submitSeq, submitId, commandHash: commandHash ?? null, later: later === 0 ? NO_EVENTS : later };
 }

@@ -40,6 +40,7 @@ import {
   cancelAllSchema,
   cleanSchema,
 } from '../../src/commands/schemas.js';
+import { groupCancelSchema, groupCreateSchema, groupGetSchema, groupListSchema } from '../../src/commands/group-schemas.js';
 import { pauseSchema, queueSetSchema, queueShowSchema, releaseSchema, renewSchema, reservationsSchema, reserveSchema, resumeSchema } from '../../src/commands/queue-schemas.js';
 import {
   scheduleBackfillSchema,
@@ -78,6 +79,10 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.move': (v) => moveSchema.safeParse(v),
   'cmd.promote': (v) => promoteSchema.safeParse(v),
   'cmd.pause': (v) => pauseSchema.safeParse(v),
+  'cmd.group.create': (v) => groupCreateSchema.safeParse(v),
+  'cmd.group.get': (v) => groupGetSchema.safeParse(v),
+  'cmd.group.list': (v) => groupListSchema.safeParse(v),
+  'cmd.group.cancel': (v) => groupCancelSchema.safeParse(v),
   'cmd.resume': (v) => resumeSchema.safeParse(v),
   'cmd.queue.set': (v) => queueSetSchema.safeParse(v),
   'cmd.queue.show': (v) => queueShowSchema.safeParse(v),
@@ -303,6 +308,16 @@ function arbs(mode: Mode) {
       // A valid change names at least one setting.
       .map((c) => (mode === 'valid' && !('concurrency' in c || 'rate' in c || 'key_concurrency' in c || 'key_rate' in c) ? { ...c, concurrency: 1 } : c)),
     'cmd.queue.show': fc.record({ queue }, required('queue')),
+    'cmd.group.create': fc
+      .record(
+        { id: commandId, name: text(1, 200), mode: pick(fc.constantFrom('sequential', 'parallel'), fc.constant('zigzag')), on_failure: pick(fc.constantFrom('stop', 'continue', 'skip'), fc.constant('retry')), jobs: fc.array(jobSpec, { minLength: mode === 'valid' ? 1 : 0, maxLength: 3 }) },
+        required('mode', 'jobs'),
+      )
+      // A valid member has no key and no depends_on (a refinement the schema states in words).
+      .map((g) => (mode === 'valid' && Array.isArray(g.jobs) ? { ...g, jobs: (g.jobs as Record<string, unknown>[]).map(({ key: _k, depends_on: _d, ...rest }) => rest) } : g)),
+    'cmd.group.get': fc.record({ group_id: idToken }, required('group_id')),
+    'cmd.group.list': fc.constant({}),
+    'cmd.group.cancel': fc.record({ id: commandId, group_id: idToken, reason: text(0, 1000) }, required('group_id')),
     'cmd.reserve': fc
       .record({ id: commandId, queue, holder: text(1, 200), ttl_ms: int(1000, 86_400_000), lease_ms: int(1000, 86_400_000), create: fc.boolean(), job: jobSpec }, required('queue', 'holder', 'ttl_ms'))
       // A valid direct job is of the reserved queue.

@@ -237,6 +237,7 @@ describe('docket CLI against a docket up child', () => {
           ignore: 0,
           cancelled: 1,
           total: 2,
+          flow: { status: 'active', held: null, waiting_by_reason: {} },
         },
       ],
     });

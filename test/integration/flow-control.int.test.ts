@@ -304,6 +304,14 @@ describe('the CLI', () => {
     expect(bad).toMatchObject({ code: 1, stderr: expect.stringContaining('error invalid_request') });
   });
 
+  test('submit --concurrency-key and --depends-on', async () => {
+    const queue = uniqueQueue('cli-submit-flow');
+    const [first] = await submitMany(queue, 1);
+    const submitted = await docket(['submit', queue, '--concurrency-key', 'tenant-1', '--depends-on', first!, '--json']);
+    const jobId = (JSON.parse(submitted.stdout) as { job_id: string }).job_id;
+    expect(node.store.get(jobId)!.state.job).toMatchObject({ value: 'waiting', context: { concurrency_key: 'tenant-1', depends_on: [first] } });
+  });
+
   test('explain says which limit held a job while it waited', async () => {
     const queue = uniqueQueue('cli-explain');
     ok(await request(nc, 'queue.set', { queue, key_concurrency: 1, create: true }));
@@ -410,4 +418,32 @@ test('the audit names a claim past a limit (limit_exceeded) and one while paused
     ['limit_exceeded', `job:${ids[1]}`],
     ['claim_while_held', `job:${ids[2]}`],
   ]);
+});
+
+test('leader failover: the new leader enforces the limits and the pause from its own fold of the log', async () => {
+  const { startTwoNodes } = await import('../support/docket.js');
+  const { leadNow } = await import('../support/worker-helpers.js');
+  // Short leases: the survivor takes the queue over within a second of the leader going.
+  const two = await startTwoNodes('failover', { leadershipLeaseMs: 1_000 });
+  try {
+    const queue = uniqueQueue('failover');
+    await two.client.submitBatch(Array.from({ length: 4 }, () => ({ queue })));
+    await two.client.setQueue(queue, { concurrency: 1 });
+    const leader = await leadNow(two.nc, queue, [two.a, two.b]);
+    const survivor = leader === two.a ? two.b : two.a;
+    const [running] = await claim(two.nc, queue, { max: 4, lease_ms: 60_000 });
+    expect(running).toBeDefined();
+    // The leader stops (its leases are given up); the survivor leads from its warm projections.
+    await leader.close();
+    expect(await leadNow(two.nc, queue, [survivor])).toBe(survivor);
+    expect(await claim(two.nc, queue, { max: 4 })).toHaveLength(0);
+    expect(await two.client.showQueue(queue)).toMatchObject({ running: 1, held: { reason: 'concurrency' } });
+    await two.client.pause(queue, { reason: 'after failover' });
+    await complete(two.nc, queue, running!);
+    expect(await claim(two.nc, queue, { max: 4 })).toHaveLength(0);
+    await two.client.resume(queue);
+    expect(await claim(two.nc, queue, { max: 4, wait_ms: 5_000 })).toHaveLength(1);
+  } finally {
+    await closeTestFile({ client: two.client, nc: two.nc, nodes: [two.a, two.b], server: two.server });
+  }
 });

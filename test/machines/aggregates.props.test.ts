@@ -7,7 +7,7 @@ import { test as fcTest } from '@fast-check/vitest';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { initialTransition, transition, type AnyStateMachine } from 'xstate';
-import { decideAggregate, queueAggregate, reservationAggregate, type AggregateDefinition, type AggregateEvent, type FoldState, type QueueEvent, type ReservationEvent } from '../../machines/index.js';
+import { decideAggregate, groupAggregate, queueAggregate, reservationAggregate, type GroupEvent, type AggregateDefinition, type AggregateEvent, type FoldState, type QueueEvent, type ReservationEvent } from '../../machines/index.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 200);
 
@@ -39,6 +39,15 @@ const reservationEvent: fc.Arbitrary<ReservationEvent> = fc
     return { ...base, type, data: { reservation_id: reservationId } };
   });
 
+const groupEvent: fc.Arbitrary<GroupEvent> = fc
+  .tuple(fc.constantFrom('group.created', 'group.started', 'group.ended'), time, meta, fc.constantFrom('sequential', 'parallel'), fc.constantFrom('stop', 'continue', 'skip'), fc.integer({ min: 0, max: 3 }), fc.constantFrom('completed', 'partial', 'cancelled'))
+  .map(([type, t, m, mode, onFailure, count, status]) => {
+    const base = { id: `e-${t}`, time: t, aggregate: { kind: 'group' as const, id: 'g' }, meta: m };
+    if (type === 'group.created') return { ...base, type, data: { name: null, mode, on_failure: onFailure, members: Array.from({ length: count }, (_, i) => ({ job_id: `m${i}`, queue: 'q' })) } };
+    if (type === 'group.started') return { ...base, type, data: { job_id: 'm0' } };
+    return { ...base, type, data: { status } };
+  });
+
 const view = (snapshot: { value: unknown; context: unknown }) => ({ value: snapshot.value, context: snapshot.context });
 
 function checkAgainstMachine(definition: AggregateDefinition, events: readonly AggregateEvent[]): void {
@@ -64,6 +73,8 @@ describe('the folds of the other kinds equal their machines', () => {
   });
 
   fcTest.prop([fc.array(queueEvent, { maxLength: 30 })], { numRuns })('queue', (events) => checkAgainstMachine(queueAggregate as unknown as AggregateDefinition, events));
+
+  fcTest.prop([fc.array(groupEvent, { maxLength: 20 })], { numRuns })('group (no members refused; the end status picks the final state)', (events) => checkAgainstMachine(groupAggregate as unknown as AggregateDefinition, events));
 
   fcTest.prop([fc.array(reservationEvent, { maxLength: 30 })], { numRuns })('reservation (an expiry before expires_at and a stale id are refused)', (events) =>
     checkAgainstMachine(reservationAggregate as unknown as AggregateDefinition, events),
