@@ -21,6 +21,7 @@ import { redisServerBinary, redisVersion, startRedis, type RedisServer } from '.
 import { buildScenario, cpuTable, markdownTable, type ScenarioResult } from './lib/report.js';
 import { auditGroup } from './scenarios/audit.js';
 import { flowControlGroup } from './scenarios/flow.js';
+import { fanInGroup } from './scenarios/fan-in.js';
 import { foldGroup } from './scenarios/fold.js';
 import { largeGroup } from './scenarios/large.js';
 import { substrateGroup } from './scenarios/substrate.js';
@@ -253,6 +254,7 @@ async function main(): Promise<void> {
     endToEndGroup(env, 1),
     latencyGroup(env),
     flowControlGroup(env),
+    fanInGroup(env),
     largeGroup(env),
     auditGroup(config.foldJobs * 8, config.quick ? 2 : 3),
   ];

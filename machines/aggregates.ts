@@ -106,6 +106,8 @@ const VERBS: Record<QueueEvent['type'] | ReservationEvent['type'] | GroupEvent['
   'queue.paused': ['pause', 'paused'],
   'queue.resumed': ['resume', 'active'],
   'queue.settings_changed': ['change the settings of', null],
+  'queue.jobset_put': ['define the job set of', null],
+  'queue.refreshed': ['refresh', null],
   'reservation.activated': ['reserve', 'active'],
   'reservation.renewed': ['renew', null],
   'reservation.released': ['release', 'idle'],

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { systemClock, type Clock } from './clock.js';
 import { registerBulkCommands } from './commands/bulk-commands.js';
+import { registerJobSetCommands } from './commands/jobset-commands.js';
 import { CommandService } from './commands/command-service.js';
 import { findJob, type CommandContext } from './commands/handle-command.js';
 import { cancelJob, moveJob, promoteJob, retryJob } from './commands/job-commands.js';
@@ -283,6 +284,12 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     runOnLeader: (queue, op, body) => router.run(queue, op, body),
     registerCommand: (verb, handler) => commands.register(verb, handler),
     knowsQueue: (queue) => queueOrder.queues().includes(queue),
+  });
+  registerJobSetCommands({
+    deps: { context, queueIndex, progress, env: process.env },
+    registerOnLeader: (op, operation) => router.register(op, operation),
+    runOnLeader: (queue, op, body) => router.run(queue, op, body),
+    registerCommand: (verb, handler) => commands.register(verb, handler),
   });
   commands.register('schedule.preview', (body) => ({ ...previewSchedule(clock, body) }));
   // Templates and schedules (partition sys); the ticker fires on the sys leader.

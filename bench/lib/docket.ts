@@ -19,6 +19,8 @@ export interface SubmitSpec {
   readonly priority?: number;
   /** Flow control: the queue's key_concurrency and key_rate hold per key. */
   readonly concurrency_key?: string;
+  /** Dependencies (issue 15): the job waits until these jobs succeeded. */
+  readonly depends_on?: readonly string[];
 }
 
 export interface ClientApi {

@@ -20,6 +20,8 @@ import type { JobSummary, toDetail } from '../commands/queries.js';
 import type { QueueProgress } from '../projections/progress.js';
 import type { SubmitItemReply } from '../commands/submit.js';
 import type { BulkReply } from '../commands/bulk-commands.js';
+import type { DeleteReply, IgnoreReply, JobSetPutReply, JobSetShowReply, RefreshReply } from '../commands/jobset-commands.js';
+import type { DeleteCommand, IgnoreCommand, JobSetPutCommand, RefreshCommand } from '../commands/jobset-schemas.js';
 import type { CancelAllCommand, CleanCommand, RetryAllCommand } from '../commands/schemas.js';
 import type { SchedulePutCommand, TemplatePutCommand } from '../commands/schedule-schemas.js';
 import type { ScheduleView, TemplateView } from '../schedules/sys-commands.js';
@@ -301,6 +303,39 @@ export class Client {
 
   async clean(command: CleanCommand): Promise<BulkReply> {
     const { ok: _ok, ...reply } = await this.request<BulkReply & { ok: true }>('clean', command);
+    return reply;
+  }
+
+  /**
+   * Makes the queue a job set, or replaces its definition (DataJoint's jobs table: a key source,
+   * an optional target, settings). A database URL must not hold a password: give password_env.
+   */
+  async putJobSet(command: JobSetPutCommand): Promise<JobSetPutReply> {
+    const { ok: _ok, ...reply } = await this.request<JobSetPutReply & { ok: true }>('jobset.put', command);
+    return reply;
+  }
+
+  /** Refreshes a job set (seed 000's jobs.refresh) on its leader: `{added, removed, orphaned, re_pended}`. */
+  async refresh(command: RefreshCommand): Promise<RefreshReply> {
+    const { ok: _ok, ...reply } = await this.request<RefreshReply & { ok: true }>('refresh', command);
+    return reply;
+  }
+
+  /** Ignores a key of a job set (seed 000's jobs.ignore), also one that has no job yet. */
+  async ignore(command: IgnoreCommand): Promise<IgnoreReply> {
+    const { ok: _ok, ...reply } = await this.request<IgnoreReply & { ok: true }>('ignore', command);
+    return reply;
+  }
+
+  /** Removes a job set's jobs matching key, status and restrict (running ones excepted): the next refresh adds their keys again. */
+  async deleteJobs(command: DeleteCommand): Promise<DeleteReply> {
+    const { ok: _ok, ...reply } = await this.request<DeleteReply & { ok: true }>('delete', command);
+    return reply;
+  }
+
+  /** A job set's definition, progress in DataJoint's terms and `remaining` (reads its sources unless `remaining: false`). */
+  async showJobSet(queue: string, options: { remaining?: boolean } = {}): Promise<JobSetShowReply> {
+    const { ok: _ok, ...reply } = await this.request<JobSetShowReply & { ok: true }>('jobset.show', { queue, ...options });
     return reply;
   }
 

@@ -4,7 +4,7 @@
  * handlers and reactors all decide through `createJob` and `transitionJob`; only the partition
  * writers (src/store/partition-writer.ts) publish to DOCKET.
  */
-import { decideAggregate, decideJob, INITIAL_JOB_STATE, type AggregateEvent, type EventMeta, type FoldState, type JobEvent, type Position } from '../../machines/index.js';
+import { decideAggregate, decideJob, evolveJob, INITIAL_JOB_STATE, type AggregateEvent, type EventMeta, type FoldState, type JobEvent, type Position } from '../../machines/index.js';
 import type { Clock } from '../clock.js';
 import { toIso } from '../clock.js';
 import { ConflictError, excerpt, InvalidTransitionError, NotFoundError, StaleRunError } from '../errors.js';
@@ -169,6 +169,12 @@ export async function transitionJob(
   build: (record: JobRecord, eventId: string) => JobEvent,
   /** Called once the event is accepted and handed to the writer (before its commit is stored). */
   onDecided?: () => void,
+  /**
+   * Events that follow the decided one on the same job in the same commit (a job set's
+   * succeeded job removed at once, keep_completed false), each decided on the state the ones
+   * before leave.
+   */
+  follow?: (record: JobRecord, decided: JobEvent) => readonly JobEvent[],
 ): Promise<Transitioned> {
   const eventId = commandId === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(commandId, jobId);
   const writer = await ctx.writer((await findJob(ctx, jobId)).queue);
@@ -188,7 +194,14 @@ export async function transitionJob(
     const Cls = decision.code === 'stale_run' ? StaleRunError : InvalidTransitionError;
     throw new Cls(decision.reason, { details: { job_id: jobId, status: record.state.job.value } });
   }
-  const appended = writer.append([candidate]);
+  const following = follow?.(record, candidate) ?? [];
+  let state = following.length === 0 ? record.state : evolveJob(record.state, candidate);
+  for (const next of following) {
+    const followed = state === null ? null : decideJob(state, next);
+    if (followed === null || !followed.ok) throw new InvalidTransitionError(followed?.reason ?? `cannot follow ${candidate.type} with ${next.type}`, { details: { job_id: jobId } });
+    state = evolveJob(state!, next);
+  }
+  const appended = writer.append([candidate, ...following]);
   onDecided?.();
   const [position] = await appended;
   return { record: loaded(ctx, jobId), event: candidate, replayed: false, position: position! };

@@ -10,6 +10,8 @@ import { toIso } from '../clock.js';
 import { holdsEvent as holdsEventId } from '../store/job-store.js';
 import type { CancelCommand, CompleteItem, FailItem, MoveCommand, PromoteCommand, RetryCommand } from './schemas.js';
 import { createRetry } from '../reactors/retrier.js';
+import { eventIdFor } from '../ids.js';
+import { removesCompleted } from './jobset-commands.js';
 
 export async function cancelJob(ctx: CommandContext, command: CancelCommand): Promise<Record<string, unknown>> {
   const { id, ...body } = command;
@@ -76,6 +78,12 @@ export async function endRun(ctx: CommandContext, queue: string, item: CompleteI
         ? envelope(ctx, 'job.failed', current, eventId, { run_id: item.run_id, reason: 'error', error: item.error as JobError, ...exit })
         : envelope(ctx, 'job.succeeded', current, eventId, { run_id: item.run_id, result: (item.result ?? null) as never, ...exit }),
     onDecided,
+    // DataJoint's keep_completed false: a job set's succeeded job leaves its views in the same
+    // commit, so its key is free and no view ever shows it as success.
+    (current) =>
+      !failed && removesCompleted(ctx, current)
+        ? [envelope(ctx, 'job.removed', current, eventIdFor(`complete:${item.run_id}`, current.jobId, 1), { reason: 'completed' })]
+        : [],
   );
   return { job_id: record.jobId, status: record.state.job.value };
 }

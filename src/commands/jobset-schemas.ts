@@ -153,8 +153,47 @@ export const refreshSchema = z
   .strict();
 export type RefreshCommand = z.infer<typeof refreshSchema>;
 
+/** docket.cmd.jobset.show: the job set's definition and progress; `remaining: false` skips reading its sources. */
+export const jobSetShowSchema = z
+  .object({
+    queue: queueName,
+    remaining: z.boolean().describe('count the source keys not in the target (reads both sources); default true').optional(),
+  })
+  .strict();
+export type JobSetShowCommand = z.infer<typeof jobSetShowSchema>;
+
+/** docket.cmd.ignore: seed 000's `jobs.ignore(key)`, also for a key that has no job yet. */
+export const ignoreSchema = z
+  .object({
+    id: commandId.optional(),
+    queue: queueName,
+    key: keyObjectSchema,
+    reason: z.string().max(1_000).optional(),
+  })
+  .strict();
+export type IgnoreCommand = z.infer<typeof ignoreSchema>;
+
+/** Seed 000's statuses a delete may name (a reserved job is held by its run: cancel it first). */
+export const DELETABLE_STATUSES = ['pending', 'success', 'error', 'ignore'] as const;
+
+/** docket.cmd.delete: seed 000's `(jobs & condition).delete()`: a key, a status, a restriction, or several (AND). */
+export const deleteSchema = z
+  .object({
+    id: commandId.optional(),
+    queue: queueName,
+    key: keyObjectSchema.optional(),
+    status: z.enum(DELETABLE_STATUSES).optional(),
+    restrict: restrictionSchema.optional(),
+  })
+  .strict()
+  .refine((c) => c.key !== undefined || c.status !== undefined || c.restrict !== undefined, { message: 'give key, status or restrict (a delete of every job must say what it means)' });
+export type DeleteCommand = z.infer<typeof deleteSchema>;
+
 /** Commands by subject suffix, as schemas.ts's commandSchemas (for the service and the JSON Schemas). */
 export const jobSetCommandSchemas = {
   'jobset.put': jobSetPutSchema,
   refresh: refreshSchema,
+  'jobset.show': jobSetShowSchema,
+  ignore: ignoreSchema,
+  delete: deleteSchema,
 } as const;

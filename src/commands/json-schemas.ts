@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { eventJsonSchemas } from '../nats/event-schemas.js';
 import { Limits } from './limits.js';
 import { replyJsonSchemas } from './reply-schemas.js';
-import { commandSourceSchema, fileSourceSchema, inlineSourceSchema, jobSetPutSchema, refreshSchema, sqlSourceSchema } from './jobset-schemas.js';
+import { commandSourceSchema, deleteSchema, fileSourceSchema, ignoreSchema, inlineSourceSchema, jobSetPutSchema, jobSetShowSchema, refreshSchema, sqlSourceSchema } from './jobset-schemas.js';
 import {
   scheduleBackfillSchema,
   scheduleDeleteSchema,
@@ -219,6 +219,12 @@ export function jsonSchemas(): Record<string, JsonSchema> {
     'cmd.cancel_all': request('docket.cmd.cancel_all request', 'Cancel every queued, waiting or delayed job of the queue, one event per job; dry_run answers the count only.', generate(cancelAllSchema)),
     'cmd.clean': request('docket.cmd.clean request', 'Remove from every view (job.removed, reason cleaned) the jobs of one terminal status that ended at least older_than_ms ago; the log keeps them. dry_run answers the count only.', generate(cleanSchema)),
     'cmd.jobset.put': request('docket.cmd.jobset.put request', "Make a queue a job set (DataJoint's jobs table): its key source, target and settings.", jobSetPut()),
+    'cmd.jobset.show': request('docket.cmd.jobset.show request', "A job set's definition and progress in DataJoint's terms, with remaining = source keys not in the target.", generate(jobSetShowSchema)),
+    'cmd.ignore': request('docket.cmd.ignore request', "Ignore a key of a job set (seed 000's jobs.ignore): its pending job, or a new job ignored as it is submitted; never handed out, never removed as stale.", typeUnionsAsAnyOf(generate(ignoreSchema)) as JsonSchema),
+    'cmd.delete': request('docket.cmd.delete request', "Remove a job set's jobs matching key, status and restrict (AND) from the views (job.removed, reason deleted), running ones excepted: the next refresh adds their keys again.", {
+      ...(typeUnionsAsAnyOf(generate(deleteSchema)) as JsonSchema),
+      anyOf: [{ required: ['key'] }, { required: ['status'] }, { required: ['restrict'] }],
+    }),
     'cmd.refresh': request('docket.cmd.refresh request', "Refresh a job set (seed 000's jobs.refresh): add missing keys, re-pend, remove stale and orphaned jobs.", typeUnionsAsAnyOf(generate(refreshSchema)) as JsonSchema),
     'cmd.template.put': request('docket.cmd.template.put request', 'Create or revise a named template (each put is the next revision).', generate(templatePutSchema)),
     'cmd.template.archive': request('docket.cmd.template.archive request', 'Archive a template: it refuses new jobs.', generate(templateArchiveSchema)),

@@ -23,6 +23,18 @@ export interface SubmitItemResult {
 }
 export type SubmitItemReply = ({ ok: true } & SubmitItemResult) | { ok: false; error: ErrorBody };
 
+/**
+ * The key's first keyed id, from `generation` on, that no job holds: what a refresh submits a
+ * key it found without a job in the views under (a removed job keeps its id, so the key's next
+ * job takes the next generation). Synchronous, for callers that decide many jobs in one turn.
+ */
+export function freeKeyedJobId(ctx: Pick<CommandContext, 'store' | 'keys'>, queue: string, canonical: string, generation: number = ctx.keys.generations(queue, canonical)): { jobId: string; generation: number } {
+  for (;; generation++) {
+    const jobId = keyedJobId(queue, canonical, generation);
+    if (ctx.store.get(jobId) === undefined) return { jobId, generation };
+  }
+}
+
 /** Tries keyed ids generation by generation: a terminal job at a generation means "the next one". */
 async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string, meta: CommandMeta, waiting: boolean, madeFrom: MadeFrom | null): Promise<SubmitItemResult> {
   const canonical = canonicalJson(key);

@@ -178,6 +178,27 @@ export const aggregateEventDataSchemas = {
       })
       .describe('The settings it names change (null clears one); the others keep their values.'),
   ],
+  'queue.jobset_put': [
+    'queue',
+    z
+      .looseObject({
+        key_source: z.looseObject({}).describe('{url, sql, password_env?, timeout_ms?} (the URL without a password), {command}, {file} or {keys}: schemas/cmd.jobset.put.json'),
+        target: z.looseObject({}).describe('The keys already computed, in the same forms.').optional(),
+        attributes: z.array(z.string()).optional(),
+        keep_completed: z.boolean().optional(),
+        stale_timeout_s: z.int().min(0).optional(),
+        auto_refresh: z.boolean().optional(),
+        default_priority: z.int().optional(),
+        version: z.string().optional(),
+      })
+      .describe("The queue is a job set with this definition (it replaces the previous one; a setting left out is not set: docket's default applies)."),
+  ],
+  'queue.refreshed': [
+    'queue',
+    z
+      .looseObject({ added: z.int().min(0), removed: z.int().min(0), orphaned: z.int().min(0), re_pended: z.int().min(0) })
+      .describe("A refresh of the job set, with its counts; its job events are in the same commits or just before (a resend of the command answers with these counts)."),
+  ],
   'reservation.activated': [
     'reservation',
     z.looseObject({ reservation_id: reservationId, holder: z.string(), expires_at: isoTime, job_id: idToken.nullable().describe('The direct job created and claimed in the same commit, if any.') }),

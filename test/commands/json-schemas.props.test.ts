@@ -18,7 +18,7 @@ import type { z } from 'zod';
 import { describe, expect, test } from 'vitest';
 import { JOB_STATUSES } from '../../machines/index.js';
 import { jsonSchemas, schemaFileText, shippedSchemas } from '../../src/commands/json-schemas.js';
-import { jobSetPutSchema, refreshSchema } from '../../src/commands/jobset-schemas.js';
+import { deleteSchema, ignoreSchema, jobSetPutSchema, jobSetShowSchema, refreshSchema } from '../../src/commands/jobset-schemas.js';
 import {
   cancelSchema,
   claimSchema,
@@ -95,6 +95,9 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.clean': (v) => cleanSchema.safeParse(v),
   'cmd.jobset.put': (v) => jobSetPutSchema.safeParse(v),
   'cmd.refresh': (v) => refreshSchema.safeParse(v),
+  'cmd.jobset.show': (v) => jobSetShowSchema.safeParse(v),
+  'cmd.ignore': (v) => ignoreSchema.safeParse(v),
+  'cmd.delete': (v) => deleteSchema.safeParse(v),
   'cmd.template.put': (v) => templatePutSchema.safeParse(v),
   'cmd.template.archive': (v) => templateArchiveSchema.safeParse(v),
   'cmd.schedule.put': (v) => schedulePutSchema.safeParse(v),
@@ -230,6 +233,9 @@ function arbs(mode: Mode) {
       },
       required('queue'),
     ),
+    'cmd.jobset.show': fc.record({ queue, remaining: pick(fc.boolean(), fc.constant('no')) }, required('queue')),
+    'cmd.ignore': fc.record({ id: commandId, queue, key: keyObject, reason: text(0, 1000) }, required('queue', 'key')),
+    'cmd.delete': fc.record({ id: commandId, queue, key: keyObject, status: pick(fc.constantFrom('pending', 'success', 'error', 'ignore'), fc.constant('reserved')), restrict: pick(fc.oneof(restrictTerm, fc.array(restrictTerm, { maxLength: 3 })), fc.constant('x')) }, required('queue')).map((c) => (mode === 'valid' && !('key' in c || 'status' in c || 'restrict' in c) ? { ...c, status: 'error' } : c)),
     'cmd.template.put': fc.record(
       { id: commandId, name, queue, params: pick(jsonObject, fc.array(anyJson)), priority: int(0, 255), max_attempts: int(1, 1000), backoff, lease_ms: int(1000, 86_400_000), description: note },
       required('name', 'queue'),

@@ -7,7 +7,7 @@ import { test as fcTest } from '@fast-check/vitest';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { initialTransition, transition, type AnyStateMachine } from 'xstate';
-import { decideAggregate, groupAggregate, queueAggregate, reservationAggregate, type GroupEvent, type AggregateDefinition, type AggregateEvent, type FoldState, type QueueEvent, type ReservationEvent } from '../../machines/index.js';
+import { decideAggregate, groupAggregate, queueAggregate, REFRESHES_KEPT, reservationAggregate, type GroupEvent, type AggregateDefinition, type AggregateEvent, type FoldState, type JobSetDefinition, type JsonObject, type QueueEvent, type ReservationEvent } from '../../machines/index.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 200);
 
@@ -15,18 +15,38 @@ const time = fc.date({ min: new Date('2026-01-01T00:00:00Z'), max: new Date('202
 const meta: fc.Arbitrary<{ node: string; actor?: string }> = fc.record({ node: fc.constantFrom('n1', 'n2'), actor: fc.constantFrom('alice', 'bob') }, { requiredKeys: ['node'] });
 const rate = fc.option(fc.record({ limit: fc.integer({ min: 1, max: 5 }), period_ms: fc.integer({ min: 100, max: 5000 }) }), { nil: null });
 
+const jobSet: fc.Arbitrary<JobSetDefinition> = fc.record(
+  {
+    key_source: fc.constantFrom<JsonObject>({ url: 'postgres://lab@db/lab', sql: 'SELECT a FROM t' }, { keys: [{ a: 1 }] }, { file: '/k.jsonl' }),
+    target: fc.constant({ command: ['./done.sh'] }),
+    attributes: fc.constant(['a']),
+    keep_completed: fc.boolean(),
+    stale_timeout_s: fc.nat({ max: 10_000 }),
+    auto_refresh: fc.boolean(),
+    default_priority: fc.integer({ min: 0, max: 255 }),
+    version: fc.constantFrom('git', 'v1'),
+  },
+  { requiredKeys: ['key_source'] },
+);
+const counts = fc.record({ added: fc.nat(), removed: fc.nat(), orphaned: fc.nat(), re_pended: fc.nat() });
+
 const queueEvent: fc.Arbitrary<QueueEvent> = fc
   .tuple(
-    fc.constantFrom('queue.paused', 'queue.resumed', 'queue.settings_changed'),
+    fc.constantFrom('queue.paused', 'queue.resumed', 'queue.settings_changed', 'queue.jobset_put', 'queue.refreshed'),
     time,
     meta,
     fc.option(fc.string({ maxLength: 5 }), { nil: null }),
     fc.record({ concurrency: fc.option(fc.integer({ min: 1, max: 5 }), { nil: null }), rate, key_concurrency: fc.option(fc.integer({ min: 1, max: 5 }), { nil: null }), key_rate: rate }, { requiredKeys: [] }),
+    jobSet,
+    counts,
+    fc.nat(),
   )
-  .map(([type, t, m, reason, settings]) => {
-    const base = { id: `e-${t}`, time: t, aggregate: { kind: 'queue' as const, id: 'q' }, queue: 'q', meta: m };
+  .map(([type, t, m, reason, settings, definition, refreshed, n]) => {
+    const base = { id: `e-${t}-${n}`, time: t, aggregate: { kind: 'queue' as const, id: 'q' }, queue: 'q', meta: m };
     if (type === 'queue.paused') return { ...base, type, data: { reason } };
     if (type === 'queue.resumed') return { ...base, type, data: {} };
+    if (type === 'queue.jobset_put') return { ...base, type, data: definition };
+    if (type === 'queue.refreshed') return { ...base, type, data: refreshed };
     return { ...base, type, data: settings };
   });
 
@@ -85,5 +105,20 @@ describe('the folds of the other kinds equal their machines', () => {
     let state = queueAggregate.fold.step(queueAggregate.fold.initialState, { ...base, type: 'queue.settings_changed', data: { concurrency: 3, rate: { limit: 5, period_ms: 1000 } } })!;
     state = queueAggregate.fold.step(state, { ...base, type: 'queue.settings_changed', data: { concurrency: null } })!;
     expect(state.context.settings).toEqual({ concurrency: null, rate: { limit: 5, period_ms: 1000 }, key_concurrency: null, key_rate: null });
+  });
+
+  test('jobset_put replaces the definition and keeps the flow settings; refreshes keep the latest REFRESHES_KEPT answers by event id', () => {
+    const base = { time: '2026-01-01T00:00:00.000Z', aggregate: { kind: 'queue' as const, id: 'q' }, queue: 'q', meta: { node: 'n' } };
+    let state = queueAggregate.fold.step(queueAggregate.fold.initialState, { ...base, id: 's', type: 'queue.settings_changed', data: { concurrency: 2 } })!;
+    state = queueAggregate.fold.step(state, { ...base, id: 'p', type: 'queue.paused', data: { reason: null } })!;
+    state = queueAggregate.fold.step(state, { ...base, id: 'j1', type: 'queue.jobset_put', data: { key_source: { keys: [{ a: 1 }] }, keep_completed: true } })!;
+    state = queueAggregate.fold.step(state, { ...base, id: 'j2', type: 'queue.jobset_put', data: { key_source: { file: '/k' } } })!;
+    expect(state.value).toBe('paused');
+    expect(state.context.jobset).toEqual({ key_source: { file: '/k' } });
+    expect(state.context.settings.concurrency).toBe(2);
+    for (let i = 0; i < REFRESHES_KEPT + 3; i++) state = queueAggregate.fold.step(state, { ...base, id: `r${i}`, type: 'queue.refreshed', data: { added: i, removed: 0, orphaned: 0, re_pended: 0 } })!;
+    expect(state.context.refreshes).toHaveLength(REFRESHES_KEPT);
+    expect(state.context.refreshes.at(-1)).toEqual({ event_id: `r${REFRESHES_KEPT + 2}`, at: base.time, counts: { added: REFRESHES_KEPT + 2, removed: 0, orphaned: 0, re_pended: 0 } });
+    expect(state.context.refreshes[0]!.event_id).toBe('r3');
   });
 });

@@ -1,0 +1,118 @@
+/**
+ * Fan-in/fan-out (issue 15, Performance): 1,000 parents each waiting on 9 children, 10,000 jobs
+ * in all, end to end with one no-op worker at concurrency 100: docket submits the children in
+ * batches, then the parents with `depends_on` (released by the queue's leader once their children
+ * succeeded); BullMQ adds the same shape with its FlowProducer (a parent with 9 children per
+ * flow), in chunks of flows. Done when every parent has completed.
+ */
+import { FlowProducer, Worker as BullWorker } from 'bullmq';
+import * as bull from '../lib/bullmq.js';
+import { measured, type Group, type Measurement } from '../lib/harness.js';
+import { connectClient, workerClass } from '../lib/docket.js';
+import { redisOf, withDocket, type BenchEnv } from '../lib/env.js';
+import type { RedisServer } from '../lib/procs.js';
+import { jobParams } from '../lib/workload.js';
+
+export const FAN_CHILDREN = 9;
+const CONCURRENCY = 100;
+
+async function docketFanIn(env: BenchEnv, parents: number, chunk: number): Promise<Measurement> {
+  const Worker = await workerClass();
+  const queue = 'fan';
+  return withDocket(env, async (run) => {
+    const client = await connectClient(run.url);
+    const total = parents * (FAN_CHILDREN + 1);
+    let handled = 0;
+    let done!: () => void;
+    const all = new Promise<void>((resolve) => (done = resolve));
+    const worker = new Worker({ servers: run.url, queue, concurrency: CONCURRENCY, handler: async () => {
+      if (++handled === total) done();
+      return null;
+    } });
+    await worker.start();
+    try {
+      const perChunk = Math.max(1, Math.floor(chunk / (FAN_CHILDREN + 1)));
+      const m = await measured(run.roles(), async () => {
+        for (let p0 = 0; p0 < parents; p0 += perChunk) {
+          const count = Math.min(perChunk, parents - p0);
+          const children = Array.from({ length: count * FAN_CHILDREN }, (_, i) => ({ queue, params: jobParams(p0 * FAN_CHILDREN + i) }));
+          const made = await client.submitBatch(children);
+          const ids = made.jobs.map((j) => {
+            if (!j.ok || j.job_id === undefined) throw new Error(`a child was refused: ${JSON.stringify(j.error)}`);
+            return j.job_id;
+          });
+          const parentsOf = Array.from({ length: count }, (_, k) => ({ queue, params: jobParams(1_000_000 + p0 + k), depends_on: ids.slice(k * FAN_CHILDREN, (k + 1) * FAN_CHILDREN) }));
+          const refused = (await client.submitBatch(parentsOf)).jobs.filter((j) => !j.ok);
+          if (refused.length > 0) throw new Error(`${refused.length} parents refused: ${JSON.stringify(refused[0]?.error)}`);
+        }
+        await all;
+      });
+      return { values: { rate: total / m.seconds }, cpu: m.cpu, extra: { parents, children: FAN_CHILDREN, jobs: total, concurrency: CONCURRENCY, node: run.node.mode } };
+    } finally {
+      run.defer(worker.close());
+      await client.close();
+    }
+  });
+}
+
+async function bullFanIn(redis: RedisServer, parents: number, chunk: number): Promise<Measurement> {
+  await bull.flush(redis);
+  const connection = bull.connection(redis);
+  const producer = new FlowProducer({ connection });
+  const total = parents * (FAN_CHILDREN + 1);
+  let completed = 0;
+  let done!: () => void;
+  const all = new Promise<void>((resolve) => (done = resolve));
+  const worker = new BullWorker('bench-fan', async () => null, { connection, concurrency: CONCURRENCY });
+  worker.on('completed', () => {
+    if (++completed === total) done();
+  });
+  await worker.waitUntilReady();
+  try {
+    const perChunk = Math.max(1, Math.floor(chunk / (FAN_CHILDREN + 1)));
+    const m = await measured({ bench: process.pid, redis: redis.pid }, async () => {
+      for (let p0 = 0; p0 < parents; p0 += perChunk) {
+        const count = Math.min(perChunk, parents - p0);
+        await producer.addBulk(
+          Array.from({ length: count }, (_, k) => ({
+            name: 'parent',
+            queueName: 'bench-fan',
+            data: jobParams(1_000_000 + p0 + k),
+            children: Array.from({ length: FAN_CHILDREN }, (_, c) => ({ name: 'child', queueName: 'bench-fan', data: jobParams((p0 + k) * FAN_CHILDREN + c) })),
+          })),
+        );
+      }
+      await all;
+    });
+    return { values: { rate: total / m.seconds }, cpu: m.cpu, extra: { parents, children: FAN_CHILDREN, jobs: total, concurrency: CONCURRENCY } };
+  } finally {
+    await worker.close();
+    await producer.close();
+  }
+}
+
+export function fanInGroup(env: BenchEnv): Group {
+  const parents = env.config.quick ? 100 : 1_000;
+  const { chunk } = env.config;
+  const total = parents * (FAN_CHILDREN + 1);
+  return {
+    name: 'fan_in',
+    systems: {
+      docket: () => docketFanIn(env, parents, chunk),
+      bullmq_aof: () => bullFanIn(redisOf(env, 'aof'), parents, chunk),
+    },
+    rows: [
+      {
+        scenario: 'fan_in.c100',
+        title: `fan-in/fan-out, ${parents.toLocaleString('en-US')} parents each waiting on ${FAN_CHILDREN} children (${total.toLocaleString('en-US')} jobs), worker concurrency ${CONCURRENCY}`,
+        unit: 'jobs/s',
+        better: 'higher',
+        docket: 'docket.rate',
+        peer: 'bullmq_aof.rate',
+        peerLabel: 'BullMQ FlowProducer, Redis AOF everysec',
+        target: { on: 'ratio', op: '>=', limit: 1.5, text: '≥ 1.5× BullMQ' },
+        note: 'docket: children in batches, then their parents with depends_on; BullMQ: FlowProducer.addBulk of flows (a parent with its children)',
+      },
+    ],
+  };
+}
