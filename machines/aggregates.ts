@@ -12,6 +12,10 @@ import { deriveFold, type Fold, type FoldState } from './fold.js';
 import { applyQueueEvent, QUEUE_EVENT_TYPES, queueMachine, type QueueContext, type QueueEvent } from './queue.machine.js';
 import { applyGroupEvent, GROUP_EVENT_TYPES, groupMachine, type GroupContext, type GroupEvent } from './group.machine.js';
 import { applyReservationEvent, RESERVATION_EVENT_TYPES, reservationMachine, type ReservationContext, type ReservationEvent } from './reservation.machine.js';
+import { SCHEDULE_EVENT_TYPES, type ScheduleEvent } from './schedule.events.js';
+import { decideSchedule, scheduleFold, scheduleMachine, type ScheduleContext, type ScheduleState } from './schedule.machine.js';
+import { TEMPLATE_EVENT_TYPES, type TemplateEvent } from './template.events.js';
+import { decideTemplate, templateFold, templateMachine, type TemplateContext, type TemplateState } from './template.machine.js';
 
 export interface AggregateDefinition<C = unknown, E extends Envelope = Envelope> {
   readonly kind: Exclude<AggregateKind, 'job'>;
@@ -47,10 +51,28 @@ export const groupAggregate: AggregateDefinition<GroupContext, GroupEvent> = {
   inQueue: false,
 };
 
-/** Every event of a non-job aggregate kind. */
-export type AggregateEvent = QueueEvent | ReservationEvent | GroupEvent;
+/** Templates live in partition `sys` (id = the template's name). */
+export const templateAggregate: AggregateDefinition<TemplateContext, TemplateEvent> = {
+  kind: 'template',
+  machine: templateMachine,
+  fold: templateFold,
+  eventTypes: TEMPLATE_EVENT_TYPES,
+  inQueue: false,
+};
 
-const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate, groupAggregate] as unknown as AggregateDefinition<never, never>[];
+/** Schedules live in partition `sys` (id = the schedule's name); the sys leader's ticker fires them. */
+export const scheduleAggregate: AggregateDefinition<ScheduleContext, ScheduleEvent> = {
+  kind: 'schedule',
+  machine: scheduleMachine,
+  fold: scheduleFold,
+  eventTypes: SCHEDULE_EVENT_TYPES,
+  inQueue: false,
+};
+
+/** Every event of a non-job aggregate kind. */
+export type AggregateEvent = QueueEvent | ReservationEvent | GroupEvent | TemplateEvent | ScheduleEvent;
+
+const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate, groupAggregate, templateAggregate, scheduleAggregate] as unknown as AggregateDefinition<never, never>[];
 
 const BY_KIND = new Map<string, AggregateDefinition>(DEFINITIONS.map((d) => [d.kind, d as unknown as AggregateDefinition]));
 const BY_TYPE = new Map<string, AggregateDefinition>(DEFINITIONS.flatMap((d) => d.eventTypes.map((t) => [t, d as unknown as AggregateDefinition] as const)));
@@ -80,7 +102,7 @@ export function initialAggregateState(kind: AggregateEvent['aggregate']['kind'])
 }
 
 /** What each event asks, as a person would say it, and the state it leads to ("already" for a repeat). */
-const VERBS: Record<AggregateEvent['type'], readonly [verb: string, leadsTo: string | null]> = {
+const VERBS: Record<QueueEvent['type'] | ReservationEvent['type'] | GroupEvent['type'], readonly [verb: string, leadsTo: string | null]> = {
   'queue.paused': ['pause', 'paused'],
   'queue.resumed': ['resume', 'active'],
   'queue.settings_changed': ['change the settings of', null],
@@ -97,9 +119,12 @@ const VERBS: Record<AggregateEvent['type'], readonly [verb: string, leadsTo: str
 
 /** Decides a candidate event by asking its kind's machine itself. */
 export function decideAggregate(state: FoldState<unknown>, candidate: AggregateEvent): Decision<AggregateEvent> {
+  // Templates and schedules say why in their own words (revisions, handled ticks).
+  if (candidate.aggregate.kind === 'template') return decideTemplate(state as TemplateState, candidate as TemplateEvent);
+  if (candidate.aggregate.kind === 'schedule') return decideSchedule(state as ScheduleState, candidate as ScheduleEvent);
   const definition = BY_TYPE.get(candidate.type)!;
   if (machineAccepts(definition.machine, state, candidate)) return { ok: true, event: candidate };
-  const [verb, leadsTo] = VERBS[candidate.type];
+  const [verb, leadsTo] = VERBS[candidate.type as keyof typeof VERBS];
   const already = leadsTo === state.value ? 'already ' : '';
   const refers = candidate.aggregate.kind === 'reservation' ? `the reservation of queue ${candidate.aggregate.id}` : `${candidate.aggregate.kind} ${candidate.aggregate.id}`;
   return { ok: false, code: 'invalid_transition', reason: `cannot ${verb} ${refers}: it is ${already}${state.value}` };

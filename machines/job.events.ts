@@ -62,6 +62,10 @@ export interface JobSubmittedData {
    * succeeded (a retry chain's last attempt decides), skipped when one of them ends otherwise.
    */
   readonly depends_on?: readonly string[];
+  /** The template (and its revision) the job was made from; absent for a job made from none. */
+  readonly template?: { readonly name: string; readonly revision: number };
+  /** The schedule fire that made the job (its `schedule.fired` names the same tick and job id); absent otherwise. */
+  readonly schedule?: { readonly name: string; readonly tick: string; readonly trigger: 'cron' | 'manual' | 'backfill' };
 }
 
 export interface JobClaimedData {

@@ -28,3 +28,5 @@ export type { QueueView } from './commands/queue-commands.js';
 export type { QueueShow, HoldView } from './commands/flow-queries.js';
 export type { Reserved, ReservationView } from './commands/reservation-commands.js';
 export type { QueueSettings, QueueSettingsChange, RateLimit, QueueEvent, ReservationEvent } from '../machines/index.js';
+export type { ScheduleView, TemplateView } from './schedules/sys-commands.js';
+export type { SchedulePutCommand, TemplatePutCommand } from './commands/schedule-schemas.js';

@@ -55,6 +55,8 @@ import { LogTail, type LogTailOptions } from './store/log-tail.js';
 import { PartitionWriters } from './store/partition-writers.js';
 import { withinMs } from './timing.js';
 import { previewSchedule } from './schedules/preview.js';
+import { registerScheduleCommands } from './schedules/wiring.js';
+import { fillTemplateQueues } from './schedules/template-submit.js';
 
 /** The longest a command waits for this node to fold what other nodes appended. */
 const CATCH_UP_MAX_MS = 2_000;
@@ -247,7 +249,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   };
 
   const commands = new CommandService(nc, root.child({ component: 'commands' }));
-  commands.register('submit', (body) => submitCommand(validateSubmit(body), async (queue, part) => (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[]));
+  commands.register('submit', (body) => submitCommand(validateSubmit(fillTemplateQueues(body, aggregates)), async (queue, part) => (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[]));
   commands.register('cancel', (body) => onItsLeader('cancel', validate(cancelSchema, body)));
   commands.register('retry', (body) => onItsLeader('retry', validate(retrySchema, body)));
   commands.register('move', (body) => onItsLeader('move', validate(moveSchema, body)));
@@ -290,6 +292,18 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     registerCommand: (verb, handler) => commands.register(verb, handler),
   });
   commands.register('schedule.preview', (body) => ({ ...previewSchedule(clock, body) }));
+  // Templates and schedules (partition sys); the ticker fires on the sys leader.
+  const scheduleTicker = registerScheduleCommands({
+    context,
+    clock,
+    log: root.child({ component: 'schedules' }),
+    isSysLeader: () => leadership.isLeader(SYS_LEASE),
+    registerOnLeader: (op, operation) => router.register(op, operation),
+    runOnLeader: (queue, op, body) => router.run(queue, op, body),
+    registerCommand: (verb, handler) => commands.register(verb, handler),
+  });
+  sysReactors.push(scheduleTicker);
+  undo.push(() => scheduleTicker.stop());
 
   let lastCheckpointSeq = fromSeq - 1;
   let writing: Promise<void> | undefined;
@@ -442,6 +456,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       await router.stop();
       leases.stop();
       reservationExpirer.stop();
+      scheduleTicker.stop();
       await leadership.stop();
       writers.stopAll('this node is stopping');
       await checkpoint();

@@ -9,6 +9,7 @@
 import { FailureReasons, JOB_EVENT_TYPES, RemovalReasons, type Commit, type Envelope, type JobEvent } from '../../machines/index.js';
 import { decodeCommit, envelopeProblem, UndecodableEventError } from '../nats/codec.js';
 import { parseLogSubject, queueOfPartition } from '../nats/subjects.js';
+import { scheduleDataProblem, templateDataProblem } from '../schedules/decode.js';
 import type { RecordedMessage } from './types.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
@@ -113,6 +114,11 @@ export function decodeEvent(value: unknown, partition: string, queue: string): D
   if (problem !== null) return { kind: 'undecodable', aggregate: nameOf(value, partition), reason: problem };
   const env = value as unknown as Envelope;
   const { kind, id } = env.aggregate;
+  if (kind === 'template' || kind === 'schedule') {
+    // The planner and the guards read its times, crons and zones: a bad one is named here.
+    const problem = (kind === 'template' ? templateDataProblem : scheduleDataProblem)(env.type, env.data as Record<string, unknown>);
+    if (problem !== null) return { kind: 'undecodable', aggregate: `${kind}:${id}`, reason: `${env.type}: ${problem}` };
+  }
   if (kind !== 'job') return { kind: 'other', aggregateKind: kind, aggregateId: id, event: env };
   const type = env.type;
   if (!JOB_TYPES.has(type)) return { kind: 'undecodable', aggregate: `job:${id}`, reason: `${type} is not a job event type` };

@@ -237,6 +237,10 @@ export class Explainer {
       notes.push(`waited on its dependencies (${dependsOn.join(', ')})${released ? `: released at ${released.time} (${released.seq}:${String(released.index)}), once all had succeeded` : t.status === 'skipped' ? `: skipped, ${t.end_reason ?? ''}` : ': not released yet'}`);
     }
     if (t.retry_of !== null) notes.push(`attempt ${t.attempt} of ${t.max_attempts}: a retry of ${t.retry_of}`);
+    // Where it came from: the schedule fire and the template revision job.submitted records.
+    const origin = t.events.find((e) => e.type === 'job.submitted')?.data as { schedule?: { name: string; tick: string; trigger: string }; template?: { name: string; revision: number } } | null | undefined;
+    if (origin?.schedule) notes.push(`made by schedule ${origin.schedule.name}: its ${origin.schedule.trigger} fire of tick ${origin.schedule.tick}`);
+    if (origin?.template) notes.push(`made from template ${origin.template.name}, revision ${origin.template.revision}`);
     const removal = t.status === 'removed' ? t.events.find((e) => e.accepted && e.type === 'job.removed') : undefined;
     if (removal) {
       const reason = (removal.data as { reason?: unknown } | null)?.reason;

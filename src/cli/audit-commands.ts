@@ -29,7 +29,9 @@ import {
 import { InvalidRequestError, NotFoundError, UnavailableError } from '../errors.js';
 import { retryJobId } from '../ids.js';
 import { connectNats, DEFAULT_NATS_URL } from '../nats/connection.js';
-import { isIdToken, isQueueName } from '../nats/subjects.js';
+import { isIdToken, isQueueName, subjects, SYS_PARTITION } from '../nats/subjects.js';
+import { printScheduleReplay } from './schedule-replay-output.js';
+import { ScheduleReplayer } from '../audit/schedule-replay.js';
 import { PackWriter } from '../audit/packed.js';
 import { startPackedAudit, type PackedAudit } from '../audit/threaded.js';
 import { endSeqAt, lastSeq, logFilter, readLogBatches, readLogPacked, resolveBounds, storedTimeOf, type LogBounds, type ReadLogOptions } from '../store/read-log.js';
@@ -295,6 +297,7 @@ function n(value: number): string {
 // replay
 
 interface ReplayFlags extends CommonFlags {
+  readonly schedule?: string;
   readonly job?: string;
   readonly queue?: string;
   readonly at?: string;
@@ -421,6 +424,20 @@ function printDiff(d: QueueDiff, limit: number): void {
 async function replayAction(flags: ReplayFlags): Promise<void> {
   toleratePipeClose();
   const limit = flags.limit === undefined ? 50 : parsePositiveInteger(flags.limit, '--limit');
+  if (flags.schedule !== undefined) {
+    if (flags.job !== undefined || flags.queue !== undefined) throw new InvalidRequestError('give --schedule, --job, or --queue with --at: one of them');
+    const name = flags.schedule;
+    const replay = await withNats(flags, async (nc) => {
+      const replayer = new ScheduleReplayer(name);
+      await readWithProgress(nc, 'replay', { filter: subjects.partition(SYS_PARTITION) }, (batch) => {
+        for (const m of batch) replayer.push(m);
+      });
+      return replayer.result();
+    });
+    if (replay.entries.length === 0) throw new NotFoundError(`no events for schedule ${name}`);
+    printScheduleReplay(replay, flags.json === true, limit);
+    return;
+  }
   if (flags.job !== undefined) {
     if (flags.queue !== undefined || flags.at !== undefined) throw new InvalidRequestError('give --job, or --queue with --at, not both');
     const jobId = flags.job;
@@ -720,7 +737,8 @@ export function registerAuditCommands(program: Command): void {
   withCommonOptions(
     program
       .command('replay')
-      .description("a job's timeline with its run and retry chain (--job), or a queue as it stood at a point of the log (--queue --at)")
+      .description("a job's timeline with its run and retry chain (--job), a schedule's fires and misses (--schedule), or a queue as it stood at a point of the log (--queue --at)")
+      .option('--schedule <name>', "replay a schedule: its puts, fires and misses (with reasons), each folded through the Schedule machine")
       .option('--job <job_id>', 'replay one job: every event with the state before and after, its run, its retry chain')
       .option('--queue <queue>', 'replay a queue: ready order, delayed jobs, running runs, counts')
       .option('--at <point>', 'a commit sequence (all its events), a position seq:index, or an ISO-8601 time (the last commit stored by then)')

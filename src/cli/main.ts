@@ -26,7 +26,7 @@ const COMMAND_MODULES: readonly { readonly names: readonly string[]; load(): Pro
   { names: ['work', 'retry', 'move'], load: async () => (await import('./work-commands.js')).registerWorkCommands },
   { names: ['pause', 'resume', 'queue', 'reserve', 'release', 'renew', 'reservations', 'run-direct', 'group'], load: async () => (await import('./flow-commands.js')).registerFlowCommands },
   { names: ['retry-all', 'cancel-all', 'clean'], load: async () => (await import('./bulk-commands.js')).registerBulkCommands },
-  { names: ['schedule'], load: async () => (await import('./schedule-commands.js')).registerScheduleCommands },
+  { names: ['schedule', 'template'], load: async () => (await import('./schedule-commands.js')).registerScheduleCommands },
   { names: ['jobset', 'refresh'], load: async () => (await import('./jobset-commands.js')).registerJobSetCommands },
 ];
 

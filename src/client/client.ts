@@ -23,6 +23,14 @@ import type { BulkReply } from '../commands/bulk-commands.js';
 import type { DeleteReply, IgnoreReply, JobSetPutReply, JobSetShowReply, RefreshReply } from '../commands/jobset-commands.js';
 import type { DeleteCommand, IgnoreCommand, JobSetPutCommand, RefreshCommand } from '../commands/jobset-schemas.js';
 import type { CancelAllCommand, CleanCommand, RetryAllCommand } from '../commands/schemas.js';
+import type { SchedulePutCommand, TemplatePutCommand } from '../commands/schedule-schemas.js';
+import type { ScheduleView, TemplateView } from '../schedules/sys-commands.js';
+
+/** A reply without its `ok` (and the `replayed` flag of a write). */
+function viewOf<T extends object>(reply: T & { ok?: boolean; replayed?: boolean }): T {
+  const { ok: _ok, replayed: _replayed, ...view } = reply;
+  return view as T;
+}
 
 export interface ClientOptions {
   /** @defaultValue 'nats://127.0.0.1:4222' */
@@ -195,6 +203,64 @@ export class Client {
   async previewSchedule(cron: string, options: { timezone?: string; from?: string; count?: number } = {}): Promise<{ times: string[]; timezone: string }> {
     const { times, timezone } = await this.request<{ times: string[]; timezone: string }>('schedule.preview', { cron, ...options });
     return { times, timezone };
+  }
+
+  // --- templates and schedules (partition sys; README "Schedules and templates") ---------------
+
+  /** Creates or revises a template (each put is its next revision). */
+  async putTemplate(template: TemplatePutCommand): Promise<TemplateView> {
+    return viewOf(await this.request<TemplateView & { replayed: boolean }>('template.put', template));
+  }
+
+  /** Archives a template: it refuses new jobs; schedules naming it miss their ticks. */
+  async archiveTemplate(name: string, options: { id?: string } = {}): Promise<TemplateView> {
+    return viewOf(await this.request<TemplateView & { replayed: boolean }>('template.archive', { ...options, name }));
+  }
+
+  async getTemplate(name: string): Promise<TemplateView> {
+    return viewOf(await this.request<TemplateView>('template.get', { name }));
+  }
+
+  async listTemplates(): Promise<TemplateView[]> {
+    return (await this.request<{ templates: TemplateView[] }>('template.list', {})).templates;
+  }
+
+  /** Creates or revises a schedule: `template` (a template's name) or `job`, a cron, a zone and policies. */
+  async putSchedule(schedule: SchedulePutCommand): Promise<ScheduleView> {
+    return viewOf(await this.request<ScheduleView & { replayed: boolean }>('schedule.put', schedule));
+  }
+
+  async enableSchedule(name: string, options: { id?: string } = {}): Promise<ScheduleView> {
+    return viewOf(await this.request<ScheduleView & { replayed: boolean }>('schedule.enable', { ...options, name }));
+  }
+
+  async disableSchedule(name: string, options: { id?: string; note?: string } = {}): Promise<ScheduleView> {
+    return viewOf(await this.request<ScheduleView & { replayed: boolean }>('schedule.disable', { ...options, name }));
+  }
+
+  async deleteSchedule(name: string, options: { id?: string } = {}): Promise<ScheduleView> {
+    return viewOf(await this.request<ScheduleView & { replayed: boolean }>('schedule.delete', { ...options, name }));
+  }
+
+  /** Fires a schedule now, outside its cron; with `id` a resend fires once. */
+  async triggerSchedule(name: string, options: { id?: string } = {}): Promise<{ schedule: string; tick: string; job_id: string; replayed: boolean }> {
+    const { schedule, tick, job_id, replayed } = await this.request<{ schedule: string; tick: string; job_id: string; replayed: boolean }>('schedule.trigger', { ...options, name });
+    return { schedule, tick, job_id, replayed };
+  }
+
+  /** Fires each past tick in [from, to] that has no job yet. */
+  async backfillSchedule(name: string, from: string, to: string, options: { id?: string } = {}): Promise<{ schedule: string; fired: string[]; skipped: string[]; job_ids: string[]; replayed: boolean }> {
+    const { schedule, fired, skipped, job_ids, replayed } = await this.request<{ schedule: string; fired: string[]; skipped: string[]; job_ids: string[]; replayed: boolean }>('schedule.backfill', { ...options, name, from, to });
+    return { schedule, fired, skipped, job_ids, replayed };
+  }
+
+  async getSchedule(name: string): Promise<ScheduleView> {
+    return viewOf(await this.request<ScheduleView>('schedule.get', { name }));
+  }
+
+  /** The schedules (all but deleted ones, or those of one status). */
+  async listSchedules(options: { status?: 'enabled' | 'disabled' | 'deleted' } = {}): Promise<ScheduleView[]> {
+    return (await this.request<{ schedules: ScheduleView[] }>('schedule.list', options)).schedules;
   }
 
   /** Submits one job. With `id` (a command id) a resend returns the first result. */

@@ -16,6 +16,7 @@ import { aggregateEnvelope, commandMetaOf, createJob, envelope, transitionAggreg
 import type { GroupCancelCommand, GroupCreateCommand, GroupGetCommand } from './group-schemas.js';
 import type { JobSpec } from './schemas.js';
 import { submittedEvent } from './submit.js';
+import { applyTemplate } from '../schedules/template-submit.js';
 
 /** A member to submit on its queue's leader (the body of the `group.submit` operation). */
 export interface GroupMemberSubmit {
@@ -79,7 +80,9 @@ export async function submitMembers(mode: string, group: string, specs: readonly
 /** On the member's queue leader: creates the member job (a resend finds it). */
 export async function submitGroupMember(ctx: CommandContext, member: GroupMemberSubmit): Promise<Record<string, unknown>> {
   const eventId = eventIdFor(`group:${member.group_id}`, member.job_id);
-  const { record } = await createJob(ctx, submittedEvent(ctx, member.spec, member.job_id, eventId, {}, member.waiting));
+  // A member may name a template, as a submit may (src/schedules/template-submit.ts).
+  const made = applyTemplate(member.spec, ctx.aggregates);
+  const { record } = await createJob(ctx, submittedEvent(ctx, made.spec, member.job_id, eventId, {}, member.waiting, made.madeFrom));
   return { job_id: record.jobId, status: record.state.job.value };
 }
 

@@ -15,6 +15,7 @@ import { JobDefaults } from './limits.js';
 import type { ReleaseCommand, RenewCommand, ReserveCommand } from './queue-schemas.js';
 import type { ClaimedJob } from './schemas.js';
 import { submittedEvent } from './submit.js';
+import { applyTemplate } from '../schedules/template-submit.js';
 
 export type ReservationView = {
   readonly queue: string;
@@ -99,7 +100,9 @@ export async function reserve(ctx: CommandContext, command: ReserveCommand): Pro
   let claimed: ClaimedJob | undefined;
   if (command.job !== undefined && jobId !== null) {
     if (ctx.store.get(jobId)) throw new ConflictError(`job ${jobId} exists already; send a new command id`, { details: { job_id: jobId } });
-    const submitted = submittedEvent(ctx, command.job, jobId, command.id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(command.id, jobId), meta);
+    // A direct job may name a template too (its queue must still be the reserved one).
+    const made = applyTemplate(command.job, ctx.aggregates);
+    const submitted = submittedEvent(ctx, made.spec, jobId, command.id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(command.id, jobId), meta, false, made.madeFrom);
     const runId = ctx.ids.next();
     const leaseMs = command.lease_ms ?? JobDefaults.leaseMs;
     const claim = envelope(ctx, 'job.claimed', { queue, jobId }, command.id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(command.id, jobId, 1), {

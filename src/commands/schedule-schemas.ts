@@ -10,13 +10,13 @@ import { CatchupPolicies, OverlapPolicies, Priority, type ScheduleSpec, type Tim
 import { canonicalTimeZone, cronProblem, ticksAfter } from '../../machines/schedule-timing.js';
 import { InvalidRequestError } from '../errors.js';
 import { Limits, ScheduleDefaults } from './limits.js';
-import { backoffSchema, commandId, jsonObject, queueName } from './schemas.js';
+import { aggregateName, backoffSchema, commandId, jsonObject, queueName } from './schemas.js';
 
 const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 const params = jsonObject.refine((p) => jsonBytes(p) <= Limits.MaxParamsBytes, { message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON` });
 
 /** A template's or schedule's name: its aggregate id, one subject token. */
-export const scheduleName = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, `must be 1-${Limits.MaxScheduleNameChars} characters of [A-Za-z0-9_-]`);
+export const scheduleName = aggregateName;
 const isoTime = z.iso.datetime({ offset: true });
 const note = z.string().max(Limits.MaxNoteChars);
 
@@ -108,6 +108,15 @@ export const schedulePreviewSchema = z
   })
   .strict();
 
+// --- reads (any node, from its folded state) ----------------------------------------------------
+
+export const templateGetSchema = z.object({ name: scheduleName }).strict();
+export const templateListSchema = z.object({}).strict();
+export const scheduleGetSchema = z.object({ name: scheduleName }).strict();
+export const scheduleListSchema = z
+  .object({ status: z.enum(['enabled', 'disabled', 'deleted']).describe('only schedules in this state (default: all but deleted)').optional() })
+  .strict();
+
 export type TemplatePutCommand = z.infer<typeof templatePutSchema>;
 export type TemplateArchiveCommand = z.infer<typeof templateArchiveSchema>;
 export type SchedulePutCommand = z.infer<typeof schedulePutSchema>;
@@ -115,6 +124,7 @@ export type ScheduleDisableCommand = z.infer<typeof scheduleDisableSchema>;
 export type ScheduleByNameCommand = z.infer<typeof byName>;
 export type ScheduleBackfillCommand = z.infer<typeof scheduleBackfillSchema>;
 export type SchedulePreviewCommand = z.infer<typeof schedulePreviewSchema>;
+export type ScheduleListCommand = z.infer<typeof scheduleListSchema>;
 
 /** Schedule and template commands by subject suffix (docket.cmd.<verb>), for the JSON Schemas. */
 export const scheduleCommandSchemas = {
@@ -127,6 +137,10 @@ export const scheduleCommandSchemas = {
   'schedule.trigger': scheduleTriggerSchema,
   'schedule.backfill': scheduleBackfillSchema,
   'schedule.preview': schedulePreviewSchema,
+  'template.get': templateGetSchema,
+  'template.list': templateListSchema,
+  'schedule.get': scheduleGetSchema,
+  'schedule.list': scheduleListSchema,
 } as const;
 
 /**

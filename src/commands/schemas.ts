@@ -32,6 +32,8 @@ const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 export const queueName = z.string().regex(QUEUE_NAME, 'must match [A-Za-z0-9_-]{1,64}');
 export const idToken = z.string().regex(ID_TOKEN, 'must be 1-128 characters of [A-Za-z0-9_-]');
 export const commandId = z.string().min(1).max(200);
+/** A template's or schedule's name: its aggregate id (partition sys), one subject token. */
+export const aggregateName = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, `must be 1-${Limits.MaxScheduleNameChars} characters of [A-Za-z0-9_-]`);
 
 export const backoffSchema = z
   .object({
@@ -65,6 +67,9 @@ const jobSpecShape = {
   backoff: backoffSchema.optional(),
   concurrency_key: z.string().min(1).max(200).describe("flow control: the queue's key_concurrency and key_rate hold per key (a tenant id, say)").optional(),
   depends_on: z.array(idToken).min(1).max(Limits.MaxDependencies).describe('job ids (any queue) this job waits for: it runs once all of them succeeded and is skipped when one ends otherwise').optional(),
+  template: aggregateName
+    .describe("make the job from this template: the template's params with the submit's merged over them (shallow, by key), its priority, max_attempts and backoff where the submit gives none; the node fills a missing queue with the template's")
+    .optional(),
 };
 const notBothDelays: [(j: { delay_ms?: number | undefined; run_at?: string | undefined }) => boolean, { message: string; path: PropertyKey[] }] = [
   (j) => !(j.delay_ms !== undefined && j.run_at !== undefined),

@@ -14,6 +14,7 @@ import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, t
 import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
 import type { SubmitCommand } from './validate.js';
+import { applyTemplate, type MadeFrom } from '../schedules/template-submit.js';
 
 export interface SubmitItemResult {
   readonly job_id: string;
@@ -35,7 +36,7 @@ export function freeKeyedJobId(ctx: Pick<CommandContext, 'store' | 'keys'>, queu
 }
 
 /** Tries keyed ids generation by generation: a terminal job at a generation means "the next one". */
-async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string, meta: CommandMeta, waiting: boolean): Promise<SubmitItemResult> {
+async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, eventId: string, meta: CommandMeta, waiting: boolean, madeFrom: MadeFrom | null): Promise<SubmitItemResult> {
   const canonical = canonicalJson(key);
   let generation = ctx.keys.generations(spec.queue, canonical);
   let caughtUp = false;
@@ -61,7 +62,7 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
       generation += 1;
       continue;
     }
-    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, waiting));
+    const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, waiting, madeFrom));
     if (!created && !isLive(record)) {
       generation += 1;
       continue;
@@ -75,7 +76,7 @@ function isLive(record: JobRecord): boolean {
 }
 
 /** The job.submitted event of a job spec, its defaults filled in. */
-export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta, waiting = false) {
+export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string, eventId: string, meta: CommandMeta, waiting = false, madeFrom: MadeFrom | null = null) {
   const now = ctx.clock.now();
   const time = toIso(now);
   // Without a delay run_at is the event's own time: the same string, held once per job.
@@ -94,6 +95,7 @@ export function submittedEvent(ctx: CommandContext, spec: JobSpec, jobId: string
     waiting,
     ...(spec.concurrency_key === undefined ? {} : { concurrency_key: spec.concurrency_key }),
     ...(spec.depends_on === undefined ? {} : { depends_on: spec.depends_on }),
+    ...(madeFrom === null ? {} : { template: madeFrom }),
   }, meta, time);
 }
 
@@ -104,12 +106,16 @@ async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string 
   // Each item is remembered by its own body: resending the batch with one item changed is a
   // conflict for that item.
   const meta = commandMetaOf(commandId, spec);
+  // A template's defaults are merged here, on the leader, after the body's hash is taken: a
+  // resend is the same command even if the template was revised meanwhile.
+  const { spec: made, madeFrom } = applyTemplate(spec, ctx.aggregates);
+  spec = made;
   const waiting = await waitsOnDependencies(ctx, spec);
-  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()), meta, waiting);
+  if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()), meta, waiting, madeFrom);
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
   // A plain submit's event id is derived from its random job id (the store need not keep it).
   const eventId = commandEventId ?? plainSubmitId(jobId);
-  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, waiting));
+  const { record, created } = await createJob(ctx, submittedEvent(ctx, spec, jobId, eventId, meta, waiting, madeFrom));
   return { job_id: record.jobId, status: record.state.job.value, created };
 }
 
@@ -173,7 +179,8 @@ export async function submitPart(ctx: CommandContext, part: SubmitPart): Promise
   // decided together and handed to the writer at once.
   const plain: number[] = [];
   const others: number[] = [];
-  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined && item.spec.depends_on === undefined ? plain : others).push(i));
+  // A job made from a template, or waiting on others, is decided on its own.
+  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined && item.spec.depends_on === undefined && item.spec.template === undefined ? plain : others).push(i));
   await Promise.all([
     plain.length === 0 ? undefined : submitPlain(ctx, plain.map((i) => part.items[i]!.spec)).then(
       (answers) => plain.forEach((i, k) => (replies[i] = answers[k]!)),

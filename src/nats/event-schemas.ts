@@ -12,7 +12,7 @@
  * a consumer refuse the log); the test also checks that no field the node writes is undocumented.
  */
 import { z } from 'zod';
-import { AGGREGATE_KINDS, COMMIT_VERSION, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, RemovalReasons, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
+import { AGGREGATE_KINDS, aggregateDefinition, CatchupPolicies, COMMIT_VERSION, FireTriggers, MissReasons, OverlapPolicies, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, RemovalReasons, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
 import type { JsonSchema } from '../commands/json-schemas.js';
 import { Limits } from '../commands/limits.js';
 import { ID_TOKEN, QUEUE_NAME } from './subjects.js';
@@ -63,6 +63,11 @@ export const jobEventDataSchemas = {
     waiting: z.boolean().describe('true: the job waits until job.released.'),
     concurrency_key: z.string().nullable().describe("Flow control's key: the queue's key_concurrency and key_rate hold per key. Absent or null: none.").optional(),
     depends_on: z.array(idToken).describe('Jobs (any queue) it waits for: released when all succeeded, skipped when one ends otherwise. Absent: none.').optional(),
+    template: z.looseObject({ name: z.string(), revision: z.int().min(1) }).describe('The template (and its revision) the job was made from. Absent: none.').optional(),
+    schedule: z
+      .looseObject({ name: z.string(), tick: isoTime, trigger: z.enum(FireTriggers) })
+      .describe("The schedule fire that made the job: its schedule.fired names the same tick and job id. Absent: not a schedule's.")
+      .optional(),
   }),
   'job.released': z.looseObject({}).describe('No fields: waiting -> queued.'),
   'job.moved': z.looseObject({
@@ -212,9 +217,72 @@ export const aggregateEventDataSchemas = {
   ],
   'group.started': ['group', z.looseObject({ job_id: idToken.describe('The member whose start started the group.') })],
   'group.ended': ['group', z.looseObject({ status: z.enum(['completed', 'partial', 'cancelled']).describe("seed 003's derivation from the members' ends.") })],
+  'template.put': [
+    'template',
+    z
+      .looseObject({
+        name: z.string(),
+        revision: z.int().min(1).describe('1 for the first put, then the previous revision + 1.'),
+        queue: queueName,
+        params: jsonObject('Default params of its jobs (a submit\'s are merged over them, shallow by key)'),
+        priority: z.int().min(Priority.Min).max(Priority.Max).optional(),
+        max_attempts: z.int().min(1).optional(),
+        backoff: backoff.optional(),
+        lease_ms: z.int().min(1).optional(),
+        description: z.string().optional(),
+      })
+      .describe('Creates or revises a template (partition sys, id = its name); an archived one becomes active again.'),
+  ],
+  'template.archived': ['template', z.looseObject({}).describe('active -> archived: new jobs from it are refused.')],
+  'schedule.put': [
+    'schedule',
+    z
+      .looseObject({
+        name: z.string(),
+        revision: z.int().min(1).describe('1 for the first put, then the previous revision + 1.'),
+        paused: z.boolean().describe('true: disabled after this put.'),
+        template: z.string().nullable().describe("The template its jobs are made from, or null with job."),
+        job: z.looseObject({ queue: queueName, params: jsonObject('Params').optional(), priority: z.int().optional(), max_attempts: z.int().optional(), backoff: backoff.optional() }).nullable(),
+        cron: z.string().describe('5 fields, or 6 with seconds first (croner).'),
+        timezone: z.string().describe('IANA time zone (canonical name).'),
+        start_at: isoTime.nullable(),
+        end_at: isoTime.nullable(),
+        jitter_ms: z.int().min(0),
+        catchup: z.enum(CatchupPolicies),
+        catchup_window_ms: z.int().min(0).nullable(),
+        overlap: z.enum(OverlapPolicies),
+        params: jsonObject('Merged over the template\'s params').nullable(),
+        note: z.string().nullable(),
+      })
+      .describe('Creates or revises a schedule (partition sys, id = its name), every default resolved.'),
+  ],
+  'schedule.enabled': ['schedule', z.looseObject({}).describe('disabled -> enabled: ticks due while disabled are then missed as paused.')],
+  'schedule.disabled': ['schedule', z.looseObject({ note: z.string().nullable() }).describe('enabled -> disabled.')],
+  'schedule.deleted': ['schedule', z.looseObject({}).describe('-> deleted: nothing fires; a put revives the name under the next revision.')],
+  'schedule.fired': [
+    'schedule',
+    z
+      .looseObject({
+        tick: isoTime.describe('The tick fired (ISO-8601 UTC); for a manual trigger, its time.'),
+        job_id: idToken.describe('The job the fire makes: derived from (schedule, tick), or from the trigger command for manual.'),
+        trigger: z.enum(FireTriggers).optional().describe('Absent means cron.'),
+      })
+      .describe("One fire; its job is submitted to the job's queue right after this commit."),
+  ],
+  'schedule.missed': [
+    'schedule',
+    z
+      .union([
+        z.looseObject({ tick: isoTime, reason: z.enum(MissReasons) }),
+        z.looseObject({ from: isoTime, to: isoTime, count: z.int().min(1), reason: z.enum(MissReasons) }).describe('count consecutive ticks from..to (both ticks), once more than 100 were missed in one run.'),
+      ])
+      .describe('A tick (or a stretch of ticks) not fired, with the policy\'s reason.'),
+  ],
 } as const satisfies Record<AggregateEvent['type'], readonly [AggregateKind, z.ZodType]>;
 
 type AggregateEventType = keyof typeof aggregateEventDataSchemas;
+/** Kinds whose aggregates live in partition sys (machines/aggregates.ts): their events carry no queue. */
+const SYS_KINDS = new Set<string>(AGGREGATE_KINDS.filter((kind) => aggregateDefinition(kind)?.inQueue === false));
 const AGGREGATE_TYPES = Object.keys(aggregateEventDataSchemas) as AggregateEventType[];
 
 function aggregateEventSchema<T extends AggregateEventType>(type: T) {
@@ -224,9 +292,9 @@ function aggregateEventSchema<T extends AggregateEventType>(type: T) {
       ...envelopeFields,
       type: z.literal(type),
       time: isoTime.describe('ISO-8601 time the event was decided (node clock).'),
-      aggregate: z.looseObject({ kind: z.literal(kind), id: z.string().describe(kind === 'group' ? "The group's id." : `The ${kind}'s id: the queue's name.`) }),
-      // A group lives in partition sys: no queue.
-      ...(kind === 'group' ? {} : { queue: queueName.describe('The queue of the aggregate (its partition is q.<queue>).') }),
+      aggregate: z.looseObject({ kind: z.literal(kind), id: z.string().describe(kind === 'group' ? "The group's id." : SYS_KINDS.has(kind) ? `The ${kind}'s name.` : `The ${kind}'s id: the queue's name.`) }),
+      // A sys aggregate (group, template, schedule) lives in partition sys: no queue.
+      ...(SYS_KINDS.has(kind) ? {} : { queue: queueName.describe('The queue of the aggregate (its partition is q.<queue>).') }),
       data,
     })
     .describe(`A ${type} event. Whether it is legal for its aggregate is the machines' to decide (\`docket audit\` checks).`);

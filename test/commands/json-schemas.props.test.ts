@@ -52,6 +52,10 @@ import {
   scheduleTriggerSchema,
   templateArchiveSchema,
   templatePutSchema,
+  scheduleGetSchema,
+  scheduleListSchema,
+  templateGetSchema,
+  templateListSchema,
 } from '../../src/commands/schedule-schemas.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 300);
@@ -103,6 +107,10 @@ const NODE: Record<string, (value: unknown) => z.ZodSafeParseResult<unknown>> = 
   'cmd.schedule.trigger': (v) => scheduleTriggerSchema.safeParse(v),
   'cmd.schedule.backfill': (v) => scheduleBackfillSchema.safeParse(v),
   'cmd.schedule.preview': (v) => schedulePreviewSchema.safeParse(v),
+  'cmd.template.get': (v) => templateGetSchema.safeParse(v),
+  'cmd.template.list': (v) => templateListSchema.safeParse(v),
+  'cmd.schedule.get': (v) => scheduleGetSchema.safeParse(v),
+  'cmd.schedule.list': (v) => scheduleListSchema.safeParse(v),
   'work.claim': (v) => claimSchema.safeParse(v),
   'work.heartbeat': (v) => heartbeatSchema.safeParse(v),
   'work.complete': (v) => (v !== null && typeof v === 'object' && 'runs' in v ? completeBatchSchema.safeParse(v) : completeSchema.safeParse(v)),
@@ -143,7 +151,8 @@ function arbs(mode: Mode) {
     .record(
       {
         queue,
-        key: pick(fc.oneof(fc.string({ minLength: 1, maxLength: 20 }), jsonObject), fc.constant('')),
+        // A valid key is at most 1,024 bytes of JSON: an object sample over it is not a valid sample.
+        key: pick(fc.oneof(fc.string({ minLength: 1, maxLength: 20 }), jsonObject.filter((k) => Buffer.byteLength(JSON.stringify(k)) <= 1_024)), fc.constant('')),
         params: pick(jsonObject, fc.array(anyJson)),
         priority: int(0, 255),
         delay_ms: int(0, 316_224_000_000),
@@ -265,6 +274,10 @@ function arbs(mode: Mode) {
       .map((b) => (mode === 'valid' ? (Date.parse(b['to'] as string) < Date.parse(b['from'] as string) ? { ...b, from: b['to'], to: b['from'] } : b) : b))
       .map((b) => (mode === 'valid' && Date.parse(b['to'] as string) - Date.parse(b['from'] as string) > 366 * 86_400_000 ? { ...b, to: b['from'] } : b)),
     'cmd.schedule.preview': fc.record({ cron, timezone, from: time, count: int(1, 1000) }, required('cron')),
+    'cmd.template.get': fc.record({ name }, required('name')),
+    'cmd.template.list': fc.constant({}),
+    'cmd.schedule.get': fc.record({ name }, required('name')),
+    'cmd.schedule.list': fc.record({ status: pick(fc.constantFrom('enabled', 'disabled', 'deleted'), fc.constant('paused')) }, { requiredKeys: [] }),
     'job-spec': jobSpec,
     'cmd.submit': fc.oneof(
       fc.tuple(jobSpec, fc.option(commandId, { nil: undefined })).map(([spec, id]) => (id === undefined ? spec : { ...spec, id })),
