@@ -7,11 +7,9 @@
  *
  * One server and one node for the file, on a ManualClock; each test takes its own queue.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
@@ -36,9 +34,8 @@ import {
   uniqueQueue,
   type RawReply,
 } from '../support/docket.js';
+import { runDocket } from '../support/cli.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const BIN = join(ROOT, 'bin', 'docket.js');
 
 let server: TestNatsServer;
 let node: DocketNode;
@@ -407,32 +404,8 @@ describe('bad input', () => {
 // ---------------------------------------------------------------------------------------------
 // The CLI, run as a user runs it (no terminal here: stdin is not a TTY).
 
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-const CLI_DEADLINE_MS = 30_000;
-
-function docket(args: string[]): Promise<Run> {
-  const env = { ...process.env };
-  for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT']) delete env[name];
-  const child = spawn(process.execPath, [BIN, ...args, '--server', server.url], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  // A command that waited for an answer on stdin would hang: it must refuse at once.
-  const deadline = setTimeout(() => child.kill('SIGKILL'), CLI_DEADLINE_MS);
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code) => {
-      clearTimeout(deadline);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+// stdin an open pipe, not a terminal: a command that waited for an answer would hang; it must refuse at once.
+const docket = (args: string[]) => runDocket(server.url, args, { stdin: 'pipe' });
 
 describe('CLI: retry-all, cancel-all, clean', () => {
   test('without a terminal and without --yes each refuses, saying so, and changes nothing; --dry-run counts; --yes --json acts', async ({ task }) => {

@@ -7,12 +7,12 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawn } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+import { runDocket } from '../support/cli.js';
 import { claim, complete, resendOnUnavailable, until, untilParked } from '../support/worker-helpers.js';
 import { closeTestFile, commitAsDeposed, connectTestClients, countEvents, openResources, queueLog, request, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -263,30 +263,7 @@ describe('reservations', () => {
 });
 
 describe('the CLI', () => {
-  const ROOT = join(import.meta.dirname, '..', '..');
-  const BIN = join(ROOT, 'bin', 'docket.js');
-
-  /** `docket <args> --server <this file's server>`: the built CLI as a user runs it. */
-  function docket(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    const env = { ...process.env };
-    for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT']) delete env[name];
-    // The server flag goes before a `--`: what follows it is run-direct's command.
-    const end = args.includes('--') ? args.indexOf('--') : args.length;
-    const argv = [...args.slice(0, end), '--server', server.url, ...args.slice(end)];
-    const child = spawn(process.execPath, [BIN, ...argv], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const deadline = setTimeout(() => child.kill('SIGKILL'), 20_000);
-    return new Promise((resolve, reject) => {
-      child.once('error', reject);
-      child.once('close', (code) => {
-        clearTimeout(deadline);
-        resolve({ code, stdout, stderr });
-      });
-    });
-  }
+  const docket = (args: string[]) => runDocket(server.url, args);
 
   test('queue set, pause, queue show and resume, as a person types them', async () => {
     const queue = uniqueQueue('cli-flow');

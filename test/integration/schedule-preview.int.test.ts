@@ -3,8 +3,6 @@
  * ManualClock, so "from now" is exact), by the SDK, by a raw request (bad input refused with
  * invalid_request naming the field, nothing appended), and by the CLI `docket schedule next`.
  */
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
@@ -14,8 +12,8 @@ import { DocketError } from '../../src/errors.js';
 import type { DocketNode } from '../../src/node.js';
 import { closeTestFile, connectTestClients, openResources, request, startTrackedNode, streamMessages } from '../support/docket.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+import { runDocket } from '../support/cli.js';
 
-const ROOT = join(import.meta.dirname, '..', '..');
 let server: TestNatsServer;
 let node: DocketNode;
 let client: Client;
@@ -38,21 +36,8 @@ afterEach(() => {
   expect(openResources()).toHaveLength(1);
 });
 
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 /** `node bin/docket.js <args>` against this file's server. */
-function docket(args: readonly string[]): Promise<Run> {
-  const child = spawn(process.execPath, [join(ROOT, 'bin', 'docket.js'), ...args], { cwd: ROOT, env: { ...process.env, NATS_URL: server.url }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
-}
+const docket = (args: readonly string[]) => runDocket(server.url, args);
 
 describe('schedule.preview', () => {
   test('the SDK: the next times from the node\'s now, in UTC; 02:30 New York on the spring-forward day fires at 03:00 EDT', async () => {

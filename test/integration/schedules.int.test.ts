@@ -4,7 +4,6 @@
  * catch-up after the node was down, two nodes on one server never firing a tick twice,
  * enable/disable/delete, trigger, backfill, bad input appending nothing, and a clean audit.
  */
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { JetStreamManager } from '@nats-io/jetstream';
@@ -16,6 +15,7 @@ import type { DocketNode } from '../../src/node.js';
 import { readLog } from '../../src/store/read-log.js';
 import { closeTestFile, connectTestClients, openResources, request, startTrackedNode, streamMessages, uniqueQueue, type RawReply } from '../support/docket.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
+import { runDocket } from '../support/cli.js';
 
 let server: TestNatsServer;
 let nc: NatsConnection;
@@ -287,15 +287,7 @@ describe('the ticker', () => {
 });
 
 /** `node bin/docket.js <args>` against this file's first server. */
-function docket(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const root = join(import.meta.dirname, '..', '..');
-  const child = spawn(process.execPath, [join(root, 'bin', 'docket.js'), ...args], { cwd: root, env: { ...process.env, NATS_URL: server.url }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
-}
+const docket = (args: readonly string[]) => runDocket(server.url, args);
 
 describe('the CLI', () => {
   test('template put/show/ls/archive and schedule put/show/ls/trigger/disable/delete, as tables and --json', async () => {

@@ -15,12 +15,10 @@ import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { ManualClock } from '../../src/clock.js';
@@ -28,9 +26,8 @@ import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { claim, complete, fail } from '../support/worker-helpers.js';
 import { closeTestFile, connectTestClients, lastSeq, queueLog, request, startTrackedNode, uniqueQueue, type RawReply } from '../support/docket.js';
+import { runDocket } from '../support/cli.js';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const BIN = join(ROOT, 'bin', 'docket.js');
 const PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const MY_URL = 'mysql://root@127.0.0.1:3306/test';
 
@@ -312,23 +309,7 @@ describe.skipIf(missing !== undefined)('job sets on PostgreSQL and MariaDB', () 
 });
 
 /** The CLI as a user runs it (no terminal), against this file's server. */
-function docket(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const env = { ...process.env };
-  for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT']) delete env[name];
-  const child = spawn(process.execPath, [BIN, ...args, '--server', server.url], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const deadline = setTimeout(() => child.kill('SIGKILL'), 30_000);
-  return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code) => {
-      clearTimeout(deadline);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const docket = (args: string[]) => runDocket(server.url, args);
 
 describe('CLI: docket jobset put|show, docket refresh', () => {
   test('a file key source and a command target: put, refresh (--restrict, then all), show with remaining; errors exit 1 naming the problem', async () => {
