@@ -12,6 +12,7 @@
  */
 import { commitSeqOf, deriveGroupEnd, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
 import { commitHash } from '../nats/codec.js';
+import { scheduledJobId } from '../ids.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, SYS_PARTITION } from '../nats/subjects.js';
 import { decodeStoredCommit, partitionAggregate, type DecodedEvent } from './decode.js';
 import { AUDIT_RULES, AuditRules, type AuditOptions, type AuditReport, type AuditRule, type EventRef, type RecordedMessage, type Violation } from './types.js';
@@ -256,6 +257,7 @@ export class Auditor {
           st.aggregates.set(aggregate, after);
           if (event.type === 'group.created') event.data.members.forEach((m, index) => this.groupMembers.set(m.job_id, { group: event.aggregate.id, index, members: event.data.members, mode: event.data.mode }));
           if (event.type === 'group.ended') this.checkGroupEnd(position, aggregate, after as FoldState<GroupContext>, event.data.status);
+          if (event.type === 'schedule.fired') this.checkFire(position, aggregate, event.aggregate.id, event.data);
         }
       }
       return;
@@ -311,6 +313,20 @@ export class Auditor {
       if (key !== null) st.runningByKey.set(key, (st.runningByKey.get(key) ?? 1) - 1);
     }
     job.state = after;
+  }
+
+  /** The (schedule, tick) pairs fired (cron and backfill fires; a manual trigger has its own id), with where. */
+  private readonly fired = new Map<string, Position>();
+
+  /** A cron or backfill fire's job id is derived from (schedule, tick), and a tick fires once. */
+  private checkFire(at: Position, aggregate: string, schedule: string, data: { readonly tick: string; readonly job_id: string; readonly trigger?: string }): void {
+    if (data.trigger === 'manual') return;
+    const expected = scheduledJobId(schedule, data.tick);
+    if (data.job_id !== expected) this.violateAt(at, aggregate, AuditRules.ScheduleRule, `schedule.fired of tick ${data.tick} names job ${data.job_id}, not the id derived from (schedule, tick): ${expected}`, [at]);
+    const key = `${schedule}\u0000${data.tick}`;
+    const earlier = this.fired.get(key);
+    if (earlier !== undefined) this.violateAt(at, aggregate, AuditRules.ScheduleRule, `tick ${data.tick} of schedule ${schedule} fired a second time (first at ${formatPosition(earlier)})`, [earlier, at]);
+    else this.fired.set(key, at);
   }
 
   /** A group's members, by member job id (members live in queue partitions, the group in sys). */

@@ -3,6 +3,8 @@ import { auditMessages, AuditRules, type AuditReport, type AuditRule, type Recor
 import { commitHash } from '../../src/nats/codec.js';
 import { retryJobId } from '../../src/ids.js';
 import { History, recordLog, toRecorded } from '../support/audit-log.js';
+import { schedulePut, scheduleEvent, sec } from '../support/schedule-arbitraries.js';
+import { scheduledJobId } from '../../src/ids.js';
 
 function audit(h: History): AuditReport {
   return auditMessages(toRecorded(h.entries));
@@ -108,6 +110,25 @@ describe('audit of a legal log', () => {
 });
 
 describe('each tampering is named with its rule, its position and its aggregate', () => {
+  test("a schedule fire naming another job than (schedule, tick) derives, and a tick fired twice, break schedule_rule", () => {
+    const h = new History('schedules');
+    const put = scheduleEvent('schedule.put', schedulePut(1), sec(1));
+    const name = put.aggregate.id;
+    const fire = (tick: string, jobId: string, trigger?: 'backfill' | 'manual') => scheduleEvent('schedule.fired', trigger === undefined ? { tick, job_id: jobId } : { tick, job_id: jobId, trigger }, sec(30));
+    h.raw('sys', put);
+    h.raw('sys', fire(sec(10), scheduledJobId(name, sec(10))));
+    expect(audit(h).violations).toEqual([]);
+    h.raw('sys', fire(sec(20), 'some-other-job'));
+    // A backfill of a tick already fired: the machine allows a backfill at or before handled_until.
+    h.raw('sys', fire(sec(10), scheduledJobId(name, sec(10)), 'backfill'));
+    // A manual trigger carries its own id: no rule about it.
+    h.raw('sys', fire(sec(25), 'triggered-by-hand', 'manual'));
+    expect(audit(h).violations.map((v) => [v.seq, v.rule, v.aggregate])).toEqual([
+      [3, AuditRules.ScheduleRule, `schedule:${name}`],
+      [4, AuditRules.ScheduleRule, `schedule:${name}`],
+    ]);
+  });
+
   test('job.succeeded for a job never claimed is an illegal transition naming the event', () => {
     const h = new History('t1');
     h.submit('q', 'j1');
