@@ -6,7 +6,7 @@
  * go to their queues' leaders, each idempotent by a derived event id. On adoption (start,
  * failover) it submits members a crash left unsubmitted and decides whatever ended meanwhile.
  */
-import { deriveGroupEnd, type GroupContext } from '../../machines/index.js';
+import { deriveGroupEnd, isLiveStatus, type GroupContext, type JobStatus } from '../../machines/index.js';
 import { aggregateEnvelope, transitionAggregate, type CommandContext } from '../commands/handle-command.js';
 import type { decideGroupMember } from '../commands/group-commands.js';
 import { DocketError } from '../errors.js';
@@ -16,7 +16,8 @@ import type { JobChange } from '../store/job-store.js';
 import type { SysReactor } from './sys-reactor.js';
 
 type Decision = Parameters<typeof decideGroupMember>[1];
-const ENDED = new Set(['succeeded', 'failed', 'cancelled', 'skipped', 'ignored', 'removed']);
+/** A member has ended once it is no longer live (the Job machine's statuses say which are). */
+const ended = (status: JobStatus | null): status is JobStatus => status !== null && status !== 'new' && !isLiveStatus(status);
 const STARTED = new Set(['running', 'succeeded', 'failed']);
 
 export interface GroupCoordinatorOptions {
@@ -101,7 +102,7 @@ export class GroupCoordinator implements SysReactor {
     if (record.state.value === 'queued' && started >= 0) {
       await transitionAggregate(ctx, ref, `group-started:${group}`, (_s, eventId) => aggregateEnvelope(ctx, 'group.started', ref, eventId, { job_id: members[started]!.job_id }));
     }
-    const failedAt = statuses.findIndex((s) => s !== null && ENDED.has(s) && s !== 'succeeded');
+    const failedAt = statuses.findIndex((s) => ended(s) && s !== 'succeeded');
     const notStarted = (i: number) => statuses[i] === 'waiting' || statuses[i] === 'queued';
     if (failedAt >= 0 && on_failure !== 'continue') {
       // stop cancels the members not started; skip marks them skipped (both in either mode).
@@ -110,11 +111,11 @@ export class GroupCoordinator implements SysReactor {
       await Promise.all(members.map((m, i) => (notStarted(i) ? decide(m.queue, { group_id: group, job_id: m.job_id, action, reason }) : undefined)));
     } else if (mode === 'sequential') {
       // The first member not ended; if every one before it has ended, it may go.
-      const next = statuses.findIndex((s) => s === null || !ENDED.has(s));
+      const next = statuses.findIndex((s) => !ended(s));
       if (next > 0 && statuses[next] === 'waiting') await decide(members[next]!.queue, { group_id: group, job_id: members[next]!.job_id, action: 'release', reason: null });
     }
     const now = members.map((m) => ctx.store.get(m.job_id)?.state.job.value ?? null);
-    const end = deriveGroupEnd(now.map((s) => (s !== null && ENDED.has(s) ? s : null)));
+    const end = deriveGroupEnd(now.map((s) => (ended(s) ? s : null)));
     if (end !== null) {
       await transitionAggregate(ctx, ref, `group-ended:${group}`, (_s, eventId) => aggregateEnvelope(ctx, 'group.ended', ref, eventId, { status: end }));
       this.options.log.info({ group_id: group, status: end }, 'group ended');

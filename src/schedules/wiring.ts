@@ -8,18 +8,12 @@ import type { Clock } from '../clock.js';
 import { createJob, envelope, type CommandContext } from '../commands/handle-command.js';
 import { JobDefaults } from '../commands/limits.js';
 import {
-  scheduleBackfillSchema,
-  scheduleDeleteSchema,
-  scheduleDisableSchema,
-  scheduleEnableSchema,
+  scheduleCommandSchemas,
   scheduleGetSchema,
   scheduleListSchema,
-  schedulePutSchema,
-  scheduleTriggerSchema,
   templateArchiveSchema,
   templateGetSchema,
   templateListSchema,
-  templatePutSchema,
   type ScheduleBackfillCommand,
   type ScheduleByNameCommand,
   type ScheduleDisableCommand,
@@ -119,17 +113,10 @@ export function registerScheduleCommands(w: ScheduleWiring): ScheduleTicker {
   };
   for (const [op, run] of Object.entries(sys)) w.registerOnLeader(op, async (_lease, body) => ({ ...(await run(body)) }));
   // Validated here, on the node the request reached: bad input never reaches (or makes) a leader.
-  const schemas = {
-    'template.put': templatePutSchema,
-    'template.archive': templateArchiveSchema,
-    'schedule.put': schedulePutSchema,
-    'schedule.enable': scheduleEnableSchema,
-    'schedule.disable': scheduleDisableSchema,
-    'schedule.delete': scheduleDeleteSchema,
-    'schedule.trigger': scheduleTriggerSchema,
-    'schedule.backfill': scheduleBackfillSchema,
-  } as const;
-  for (const [verb, schema] of Object.entries(schemas)) w.registerCommand(verb, (body) => w.runOnLeader(SYS_LEASE, verb, validate(schema as typeof templateArchiveSchema, body)));
+  for (const verb of Object.keys(sys)) {
+    const schema = scheduleCommandSchemas[verb as keyof typeof scheduleCommandSchemas];
+    w.registerCommand(verb, (body) => w.runOnLeader(SYS_LEASE, verb, validate(schema as typeof templateArchiveSchema, body)));
+  }
 
   w.registerCommand('template.get', async (body) => ({ ...(await getTemplate(ctx, validate(templateGetSchema, body).name)) }));
   w.registerCommand('template.list', (body) => {
