@@ -209,7 +209,19 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
 
   // The writers of the partitions this node leads (set when a lease is taken).
   const writers = new PartitionWriters({ appendNc, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
-  const context: CommandContext = { store, aggregates, tail, keys, clock, ids: options.ids ?? randomIds, node: name, log, catchUp, writer: (queue) => writers.writer(queue) };
+  const context: CommandContext = {
+    store,
+    aggregates,
+    tail,
+    keys,
+    clock,
+    ids: options.ids ?? randomIds,
+    node: name,
+    log,
+    catchUp,
+    writer: (queue) => writers.writer(queue),
+    handOff: (queue, writer, submits) => dispatchers.get(queue)?.handOff(writer, submits) ?? [],
+  };
   const flowView: FlowViewContext = { store, aggregates, counts: flowCounts, queueOrder, clock };
   const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc), holdOf: (record) => holdOf(flowView, record), flowOf: (queue) => flowSummary(flowView, queue) };
 

@@ -16,6 +16,7 @@ import { historyOf, holdsEvent, isSubmitOf, type JobRecord, type JobStore } from
 import type { LogTail } from '../store/log-tail.js';
 import { SYS_LEASE } from '../nats/subjects.js';
 import type { AggregateRecord, AggregateStore } from '../store/aggregate-store.js';
+import type { HandedOff } from '../dispatch/dispatcher.js';
 
 export interface CommandContext {
   readonly store: JobStore;
@@ -38,6 +39,11 @@ export interface CommandContext {
    * before answering from a possibly stale view: not_found, or "the key's job is live".
    */
   catchUp(): Promise<void>;
+  /**
+   * Hands submits to the claims parked at the queue's dispatcher, when this node leads the queue:
+   * each handed submit is appended with its claim (one commit), the rest are the caller's to append.
+   */
+  handOff?(queue: string, writer: PartitionWriter, submits: readonly JobEventOf<'job.submitted'>[]): readonly HandedOff[];
   readonly log: Logger;
 }
 
@@ -117,7 +123,8 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   }
   const decision = decideJob(INITIAL_JOB_STATE, event);
   if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: jobId } });
-  await writer.append([event]);
+  const [handed] = ctx.handOff?.(queue, writer, [event]) ?? [];
+  await (handed ? handed.committed : writer.append([event]));
   return { record: ctx.store.bySubmitEventId(event.id) ?? loaded(ctx, jobId), created: true };
 }
 
@@ -133,7 +140,20 @@ export async function createNewJobs(ctx: CommandContext, queue: string, events: 
     const decision = decideJob(INITIAL_JOB_STATE, event);
     if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: event.data.job_id } });
   }
-  const positions = await writer.appendEach(events);
+  // Parked claims take the head of the batch in the same commits; the rest are appended as usual.
+  const handed = ctx.handOff?.(queue, writer, events) ?? [];
+  const isHanded = new Set(handed.map((h) => h.index));
+  const rest = handed.length === 0 ? events : events.filter((_, i) => !isHanded.has(i));
+  const [handedPositions, restPositions] = await Promise.all([
+    Promise.all(handed.map((h) => h.committed.then((position): Position | Error => position, (err: unknown) => (err instanceof Error ? err : new Error(String(err)))))),
+    writer.appendEach(rest),
+  ]);
+  const positions = new Array<Position | Error>(events.length);
+  handed.forEach((h, k) => (positions[h.index] = handedPositions[k]!));
+  let next = 0;
+  events.forEach((_, i) => {
+    if (!isHanded.has(i)) positions[i] = restPositions[next++]!;
+  });
   return positions.map((position, i) => (position instanceof Error ? position : loaded(ctx, events[i]!.data.job_id)));
 }
 

@@ -8,16 +8,47 @@
  * covers delayed jobs and a slow poll covers everything else.
  */
 import { hostname } from 'node:os';
+import { decideJob, evolveJob, INITIAL_JOB_STATE, type JobEvent, type JobState, type Position } from '../../machines/index.js';
 import type { Clock } from '../clock.js';
-import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
+import { envelope, transitionJob, type CommandContext, type JobRef } from '../commands/handle-command.js';
 import { JobDefaults } from '../commands/limits.js';
 import type { ClaimCommand, ClaimedJob } from '../commands/schemas.js';
 import { DocketError } from '../errors.js';
+import { eventIdOf } from '../ids.js';
 import type { Logger } from '../logger.js';
 import type { QueueOrder } from '../projections/queue-order.js';
+import type { PartitionWriter } from '../store/partition-writer.js';
 import type { FlowGate } from './flow-gate.js';
-import { selectClaimable } from './select-claimable.js';
+import { claimedBytesOf, selectClaimable } from './select-claimable.js';
 import { ParkedKeys } from './parked-keys.js';
+
+type Submitted = Extract<JobEvent, { type: 'job.submitted' }>;
+
+/** A submit handed to a parked claim: appended with its job.claimed; resolves with the submit's position. */
+export interface HandedOff {
+  /** The submit's index in the events handed to `handOff`. */
+  readonly index: number;
+  readonly committed: Promise<Position>;
+}
+
+/** The job.claimed event of a run a claim opens. */
+function claimEvent(ctx: CommandContext, job: JobRef, eventId: string, runId: string, request: ClaimCommand, leaseMs: number): Extract<JobEvent, { type: 'job.claimed' }> {
+  return envelope(ctx, 'job.claimed', job, eventId, {
+    run_id: runId,
+    worker: request.worker,
+    host: request.host ?? hostname(),
+    pid: request.pid ?? 0,
+    version: request.version ?? 'unknown',
+    lease_ms: leaseMs,
+  });
+}
+
+/** What a claim's reply says of a job it claimed, from the job's state after its claim. */
+function claimedJobOf(job: JobRef, state: JobState, runId: string, leaseMs: number, position: Position): ClaimedJob {
+  const { key, params, attempt, max_attempts } = state.job.context;
+  // The claim is the job's last event: its position is the run's fencing token.
+  return { job_id: job.jobId, run_id: runId, queue: job.queue, key, params, attempt, max_attempts, lease_ms: leaseMs, fencing_token: position };
+}
 
 
 interface Waiter {
@@ -121,17 +152,7 @@ export class QueueDispatcher {
         this.gate.settled(key);
         this.freeKey(key);
       };
-      void Promise.all(jobIds.map((jobId, i) => this.claimOne(jobId, waiter.request).finally(() => settle(keys[i]!)))).then((claimed) => {
-        const jobs = claimed.filter((job): job is ClaimedJob => job !== null);
-        if (jobs.length > 0 || this.stopped) {
-          waiter.resolve(jobs);
-          return;
-        }
-        // Every taken job was refused (e.g. cancelled meanwhile): the claim waits on, until its
-        // deadline, for the next wake-up (not a re-pump now, which could spin on a refused job).
-        this.waiters.unshift(waiter);
-        this.armWaiter(waiter);
-      });
+      void Promise.all(jobIds.map((jobId, i) => this.claimOne(jobId, waiter.request).finally(() => settle(keys[i]!)))).then((claimed) => this.answer(waiter, claimed));
     }
     this.armDueTimer();
     this.armRateTimer(rateRetryAt);
@@ -159,24 +180,85 @@ export class QueueDispatcher {
     const runId = this.ctx.ids.next();
     const leaseMs = request.lease_ms ?? JobDefaults.leaseMs;
     try {
-      const { record, position } = await transitionJob(this.ctx, jobId, undefined, (current, eventId) =>
-        envelope(this.ctx, 'job.claimed', current, eventId, {
-          run_id: runId,
-          worker: request.worker,
-          host: request.host ?? hostname(),
-          pid: request.pid ?? 0,
-          version: request.version ?? 'unknown',
-          lease_ms: leaseMs,
-        }),
-      );
-      const job = record.state.job.context;
-      // The claim is the job's last event: its position is the run's fencing token.
-      return { job_id: jobId, run_id: runId, queue: record.queue, key: job.key, params: job.params, attempt: job.attempt, max_attempts: job.max_attempts, lease_ms: leaseMs, fencing_token: position };
+      const { record, position } = await transitionJob(this.ctx, jobId, undefined, (current, eventId) => claimEvent(this.ctx, current, eventId, runId, request, leaseMs));
+      return claimedJobOf(record, record.state, runId, leaseMs, position);
     } catch (err) {
       this.order.release(this.queue, jobId);
       if (!(err instanceof DocketError)) this.log.error({ err, jobId }, 'claim append failed');
       return null;
     }
+  }
+
+  /**
+   * Hands jobs being submitted to parked claims: each job's claim is decided on the state its
+   * submit leaves and appended with it, so both are stored in one commit or neither is, and the
+   * job reaches its worker one commit sooner. Parked claims exist only when nothing in the queue
+   * was claimable, so the new jobs are the head of the queue; they go in queue order (priority,
+   * then submit order), within the room the limits leave and each claim's reply. Synchronous
+   * from the check to the appends, like every decision. Returns the submits handed off; the
+   * caller appends the others.
+   */
+  handOff(writer: PartitionWriter, submits: readonly Submitted[]): HandedOff[] {
+    if (this.stopped || this.waiters.length === 0 || submits.length === 0) return [];
+    const nowMs = this.clock.now();
+    const ready = submits
+      .map((event, index) => ({ event, index, state: evolveJob(INITIAL_JOB_STATE, event) }))
+      .filter((c): c is { event: Submitted; index: number; state: JobState } => c.state?.job.value === 'queued' && Date.parse(c.state.job.context.run_at) <= nowMs)
+      .sort((a, b) => a.state.job.context.priority - b.state.job.context.priority || a.index - b.index);
+    const handed: HandedOff[] = [];
+    let next = 0;
+    while (next < ready.length && this.waiters.length > 0) {
+      const waiter = this.waiters[0]!;
+      const room = Math.min(waiter.request.max ?? 1, this.gate.room(nowMs));
+      let budget = this.replyBudget();
+      const claims: Promise<ClaimedJob | null>[] = [];
+      for (; next < ready.length && claims.length < room; next++) {
+        const { event, index, state } = ready[next]!;
+        const key = state.job.context.concurrency_key;
+        // A held key's job stays for the pump, which parks it in its place.
+        if (this.gate.keyHold(key, nowMs) !== null) continue;
+        const bytes = claimedBytesOf(state.job.context);
+        if (claims.length > 0 && bytes > budget) break;
+        const job = { queue: this.queue, jobId: event.data.job_id };
+        const runId = this.ctx.ids.next();
+        const leaseMs = waiter.request.lease_ms ?? JobDefaults.leaseMs;
+        const claimed = claimEvent(this.ctx, job, eventIdOf(this.ctx.ids.next()), runId, waiter.request, leaseMs);
+        const after = decideJob(state, claimed).ok ? evolveJob(state, claimed) : null;
+        if (after === null) continue;
+        budget -= bytes;
+        this.gate.taking(key);
+        this.order.takeSubmitted(this.queue, job.jobId);
+        const appended = writer.append([event, claimed]);
+        handed.push({ index, committed: appended.then(([position]) => position!) });
+        claims.push(
+          appended
+            .then(([, position]) => claimedJobOf(job, after, runId, leaseMs, position!), () => null)
+            .finally(() => {
+              this.order.release(this.queue, job.jobId);
+              this.gate.settled(key);
+              this.freeKey(key);
+            }),
+        );
+      }
+      if (claims.length === 0) break;
+      this.waiters.shift();
+      clearTimeout(waiter.timer);
+      void Promise.all(claims).then((claimed) => this.answer(waiter, claimed));
+    }
+    return handed;
+  }
+
+  /** Answers a claim with the jobs its appends claimed; when none landed it waits on, as before. */
+  private answer(waiter: Waiter, claimed: readonly (ClaimedJob | null)[]): void {
+    const jobs = claimed.filter((job): job is ClaimedJob => job !== null);
+    if (jobs.length > 0 || this.stopped) {
+      waiter.resolve(jobs);
+      return;
+    }
+    // Every taken job was refused (e.g. cancelled meanwhile): the claim waits on, until its
+    // deadline, for the next wake-up (not a re-pump now, which could spin on a refused job).
+    this.waiters.unshift(waiter);
+    this.armWaiter(waiter);
   }
 
   /** Stops dispatching; waiting claims are answered with no jobs. */

@@ -21,7 +21,11 @@ export const MAX_SKIPPED_PER_CLAIM = 1_000;
 /** The size of a job's item in a claim's reply. */
 export function claimedBytes(record: JobRecord | undefined): number {
   if (!record) return CLAIMED_JOB_OVERHEAD_BYTES;
-  const { params, key } = record.state.job.context;
+  return claimedBytesOf(record.state.job.context);
+}
+
+/** The size of a job's item in a claim's reply, from the job's context (a job not yet folded). */
+export function claimedBytesOf({ params, key }: { readonly params: unknown; readonly key: unknown }): number {
   return CLAIMED_JOB_OVERHEAD_BYTES + Buffer.byteLength(JSON.stringify(params)) + (key === null ? 0 : Buffer.byteLength(JSON.stringify(key)));
 }
 

@@ -184,6 +184,15 @@ export class QueueOrder {
   }
 
   /**
+   * Marks a job not yet folded (its submit is in the writer) as taken by a claim decided in the
+   * same commit (the dispatcher's hand-off): the entry its submit makes when folded is skipped,
+   * and its claim, folded next, ends it. `release` forgets it if that commit is refused.
+   */
+  takeSubmitted(queue: string, jobId: string): void {
+    this.line(queue).taken.add(jobId);
+  }
+
+  /**
    * Returns a taken job whose claim did not land to its place in the order; a job the machine
    * found not yet due (the clock moved back) waits among the delayed again.
    */
