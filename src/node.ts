@@ -47,6 +47,7 @@ import { Progress } from './projections/progress.js';
 import { QueueIndex } from './projections/queue-index.js';
 import { QueueOrder } from './projections/queue-order.js';
 import { CheckpointFile } from './store/checkpoints.js';
+import { Outbox } from './nats/outbox.js';
 import { EventStore } from './store/event-store.js';
 import { Kernel } from './store/kernel.js';
 import type { JobStore } from './store/job-store.js';
@@ -208,7 +209,9 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   };
 
   // The writers of the partitions this node leads (set when a lease is taken).
-  const writers = new PartitionWriters({ appendNc, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
+  // Replies and live events leave together, one socket write per turn (src/nats/outbox.ts).
+  const outbox = new Outbox(appendNc, root.child({ component: 'outbox' }));
+  const writers = new PartitionWriters({ appendNc, outbox, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
   const context: CommandContext = {
     store,
     aggregates,
@@ -260,7 +263,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     return router.run(command.queue, op, command);
   };
 
-  const commands = new CommandService(nc, root.child({ component: 'commands' }));
+  const commands = new CommandService(nc, root.child({ component: 'commands' }), outbox);
   commands.register('submit', (body) => submitCommand(validateSubmit(fillTemplateQueues(body, aggregates)), async (queue, part) => (await router.run(queue, 'submit', part))['jobs'] as SubmitItemReply[]));
   commands.register('cancel', (body) => onItsLeader('cancel', validate(cancelSchema, body)));
   commands.register('retry', (body) => onItsLeader('retry', validate(retrySchema, body)));
@@ -428,7 +431,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   });
   leases.start();
   undo.push(() => leases.stop());
-  const work = new WorkService(nc, context, leadership, router, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }));
+  const work = new WorkService(nc, context, leadership, router, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }), outbox);
 
   undo.push(() => router.stop());
   await router.start();

@@ -8,6 +8,7 @@ import { excerpt, InvalidRequestError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP } from '../nats/subjects.js';
 import { errorReply, respondSafely } from './reply.js';
+import type { Outbox } from '../nats/outbox.js';
 import { parseJson } from './validate.js';
 
 /** A handler gets the parsed JSON body and returns the reply's fields (without `ok`). */
@@ -21,6 +22,8 @@ export class CommandService {
   constructor(
     private readonly nc: NatsConnection,
     private readonly log: Logger,
+    /** Where replies go out, with the node's live events (one write per turn); without it, on `nc`. */
+    private readonly outbox?: Outbox,
   ) {}
 
   register(verb: string, handler: CommandHandler): void {
@@ -52,7 +55,7 @@ export class CommandService {
     } catch (err) {
       reply = errorReply(err, log);
     }
-    respondSafely(this.nc, msg, reply, log);
+    respondSafely(this.nc, msg, reply, log, this.outbox);
   }
 
   /** Stops taking requests and waits for the ones in flight to be answered. */

@@ -6,6 +6,7 @@
  */
 import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { coerceError, DocketError, excerpt, InvalidRequestError, UnavailableError, type ErrorBody } from '../errors.js';
+import type { Outbox } from '../nats/outbox.js';
 import type { Logger } from '../logger.js';
 
 /** nats-server's default, for a connection that has no server info yet. */
@@ -51,7 +52,7 @@ function boundedBody(body: ErrorBody): ErrorBody {
  * limit (asking for less is the fix, so retrying as is cannot help); a send that fails anyway is
  * answered `unavailable` once more, then only logged. Never throws.
  */
-export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string, unknown> | Uint8Array, log: Logger): void {
+export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string, unknown> | Uint8Array, log: Logger, outbox?: Outbox): void {
   if (!msg.reply) return;
   const limit = maxPayload(nc);
   let bytes: Uint8Array;
@@ -64,6 +65,11 @@ export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string
   if (bytes.length > limit) {
     log.debug({ bytes: bytes.length, limit }, 'reply over the max payload, answered with an error');
     bytes = replyBytes({ ok: false, error: new InvalidRequestError(`the reply (${bytes.length} bytes) exceeds the server's max payload of ${limit} bytes; ask for less`, { details: { max_payload: limit } }).toBody() });
+  }
+  if (outbox) {
+    // Sent with the turn's other publishes (live events, other replies): one socket write.
+    outbox.publish(msg.reply, bytes);
+    return;
   }
   try {
     msg.respond(bytes);

@@ -27,6 +27,7 @@ import type { Logger } from '../logger.js';
 import { COMMAND_QUEUE_GROUP, isQueueName, parseWorkSubject, subjects, WORK_VERBS, type WorkVerb } from '../nats/subjects.js';
 import type { LeaseKeeper } from '../reactors/leases.js';
 import type { QueueDispatcher } from './dispatcher.js';
+import type { Outbox } from '../nats/outbox.js';
 
 /** Extra time a forwarded long-poll claim gets beyond its own wait. */
 const FORWARD_SLACK_MS = 5_000;
@@ -87,6 +88,8 @@ export class WorkService {
     private readonly dispatcherFor: (queue: string) => QueueDispatcher | undefined,
     private readonly leases: LeaseKeeper,
     private readonly log: Logger,
+    /** Where replies go out, with the node's live events (one write per turn); without it, on `nc`. */
+    private readonly outbox?: Outbox,
   ) {}
 
   /** Subscribes and waits until the server has the subscriptions. */
@@ -227,7 +230,7 @@ export class WorkService {
   }
 
   private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {
-    respondSafely(this.nc, msg, reply, this.log);
+    respondSafely(this.nc, msg, reply, this.log, this.outbox);
   }
 
   async stop(): Promise<void> {

@@ -10,14 +10,17 @@ import { positionOf } from '../../machines/index.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { partitionOfLease, subjects } from '../nats/subjects.js';
+import type { Outbox } from '../nats/outbox.js';
 import type { EventStore } from './event-store.js';
 import type { EventFolder } from './kernel.js';
 import type { LogTail } from './log-tail.js';
 import { PartitionWriter, readPartitionTip, type CommittedCommit } from './partition-writer.js';
 
 export interface PartitionWritersOptions {
-  /** The node's append connection (noEcho): commits and live events go out on it. */
+  /** The node's append connection (noEcho): commits go out on it. */
   readonly appendNc: NatsConnection;
+  /** Live events go out through it (on the append connection), with the replies of the same turn. */
+  readonly outbox: Outbox;
   readonly events: EventStore;
   readonly jsm: JetStreamManager;
   readonly node: string;
@@ -95,12 +98,12 @@ export class PartitionWriters {
   }
 
   private committed({ seq, commit, eventJson }: CommittedCommit): void {
-    const { kernel, tail, appendNc } = this.options;
+    const { kernel, tail, outbox } = this.options;
     commit.events.forEach((event, index) => kernel.applyEvent(positionOf(seq, index), event));
     tail.appended(seq);
     commit.events.forEach((event, index) => {
       // The event's JSON as stored, with its position in front: no second stringify per event.
-      appendNc.publish(subjects.event(event.aggregate.kind, event.queue, event.aggregate.id), Buffer.from(`{"position":{"seq":${seq},"index":${index}},${eventJson[index]!.slice(1)}`));
+      outbox.publish(subjects.event(event.aggregate.kind, event.queue, event.aggregate.id), Buffer.from(`{"position":{"seq":${seq},"index":${index}},${eventJson[index]!.slice(1)}`));
     });
   }
 }
