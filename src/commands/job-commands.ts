@@ -12,6 +12,7 @@ import type { CancelCommand, CompleteItem, FailItem, MoveCommand, PromoteCommand
 import { createRetry } from '../reactors/retrier.js';
 import { eventIdFor } from '../ids.js';
 import { removesCompleted } from './jobset-commands.js';
+import { Limits } from './limits.js';
 
 export async function cancelJob(ctx: CommandContext, command: CancelCommand): Promise<Record<string, unknown>> {
   const { id, ...body } = command;
@@ -62,12 +63,25 @@ function assertQueue(ctx: CommandContext, queue: string, jobId: string): void {
 }
 
 /**
+ * The error a failed run stores (seed 000's error record): the message's first
+ * Limits.MaxErrorSummaryChars characters; a longer message is kept whole as the stack when the
+ * worker sent no stack, so nothing the worker said is lost (both stay within their byte bounds:
+ * the message was checked against MaxErrorMessageBytes, which equals MaxErrorStackBytes).
+ */
+export function storedError(error: JobError): JobError {
+  if (error.message.length <= Limits.MaxErrorSummaryChars) return error;
+  let summary = error.message.slice(0, Limits.MaxErrorSummaryChars);
+  if (/[\uD800-\uDBFF]$/.test(summary)) summary = summary.slice(0, -1);
+  return { ...error, message: summary, stack: error.stack ?? error.message };
+}
+
+/**
  * A run's end, the worker protocol's complete (no `error`) or fail (an `error`): idempotent by
  * run id. `onDecided` runs once the end is accepted and handed to the writer.
  */
 export async function endRun(ctx: CommandContext, queue: string, item: CompleteItem | FailItem, onDecided?: () => void): Promise<{ job_id: string; status: string }> {
   assertQueue(ctx, queue, item.job_id);
-  const exit = item.exit_code === undefined ? {} : { exit_code: item.exit_code };
+  const exit = { ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }), ...(item.duration_ms === undefined ? {} : { duration_ms: item.duration_ms }) };
   const failed = 'error' in item;
   const { record } = await transitionJob(
     ctx,
@@ -75,7 +89,7 @@ export async function endRun(ctx: CommandContext, queue: string, item: CompleteI
     `${failed ? 'fail' : 'complete'}:${item.run_id}`,
     (current, eventId) =>
       failed
-        ? envelope(ctx, 'job.failed', current, eventId, { run_id: item.run_id, reason: 'error', error: item.error as JobError, ...exit })
+        ? envelope(ctx, 'job.failed', current, eventId, { run_id: item.run_id, reason: 'error', error: storedError(item.error as JobError), ...exit })
         : envelope(ctx, 'job.succeeded', current, eventId, { run_id: item.run_id, result: (item.result ?? null) as never, ...exit }),
     onDecided,
     // DataJoint's keep_completed false: a job set's succeeded job leaves its views in the same

@@ -102,17 +102,26 @@ export class QueueDispatcher {
     if (this.parkedKeys.size > 0) this.parkedKeys.freeDue(this.clock.now());
     while (this.waiters.length > 0 && !this.stopped) {
       const waiter = this.waiters[0]!;
-      const { jobIds, keys, retryAtMs } = selectClaimable({
+      const { jobIds, keys, retryAtMs, beyondPriority } = selectClaimable({
         queue: this.queue,
         order: this.order,
         gate: this.gate,
         lookup: (id) => this.ctx.store.get(id),
         max: waiter.request.max ?? 1,
+        maxPriority: waiter.request.max_priority,
         replyBudget: this.replyBudget(),
         nowMs: this.clock.now(),
         parked: this.parkedKeys,
       });
       if (retryAtMs !== undefined) rateRetryAt = Math.min(rateRetryAt ?? Infinity, retryAtMs);
+      if (jobIds.length === 0 && beyondPriority) {
+        // Nothing this claim would take is next in line (the order puts less urgent jobs last):
+        // it is answered now rather than block the claims behind it.
+        this.waiters.shift();
+        clearTimeout(waiter.timer);
+        waiter.resolve([]);
+        continue;
+      }
       if (jobIds.length === 0) break;
       this.waiters.shift();
       clearTimeout(waiter.timer);
@@ -167,6 +176,8 @@ export class QueueDispatcher {
           pid: request.pid ?? 0,
           version: request.version ?? 'unknown',
           lease_ms: leaseMs,
+          ...(request.user === undefined ? {} : { user: request.user }),
+          ...(request.connection_id === undefined ? {} : { connection_id: request.connection_id }),
         }),
       );
       const job = record.state.job.context;
