@@ -12,7 +12,7 @@ import type { CancelCommand, CompleteItem, FailItem, MoveCommand, PromoteCommand
 import { createRetry } from '../reactors/retrier.js';
 import { eventIdFor } from '../ids.js';
 import { removesCompleted } from './jobset-commands.js';
-import { Limits } from './limits.js';
+import { storedError } from './error-record.js';
 
 export async function cancelJob(ctx: CommandContext, command: CancelCommand): Promise<Record<string, unknown>> {
   const { id, ...body } = command;
@@ -60,19 +60,6 @@ export async function promoteJob(ctx: CommandContext, command: PromoteCommand): 
 function assertQueue(ctx: CommandContext, queue: string, jobId: string): void {
   const record = ctx.store.get(jobId);
   if (record && record.queue !== queue) throw new InvalidRequestError(`job ${jobId} is in queue ${record.queue}, not ${queue}`, { details: { job_id: jobId } });
-}
-
-/**
- * The error a failed run stores (seed 000's error record): the message's first
- * Limits.MaxErrorSummaryChars characters; a longer message is kept whole as the stack when the
- * worker sent no stack, so nothing the worker said is lost (both stay within their byte bounds:
- * the message was checked against MaxErrorMessageBytes, which equals MaxErrorStackBytes).
- */
-export function storedError(error: JobError): JobError {
-  if (error.message.length <= Limits.MaxErrorSummaryChars) return error;
-  let summary = error.message.slice(0, Limits.MaxErrorSummaryChars);
-  if (/[\uD800-\uDBFF]$/.test(summary)) summary = summary.slice(0, -1);
-  return { ...error, message: summary, stack: error.stack ?? error.message };
 }
 
 /**

@@ -49,6 +49,7 @@ export const jobSummarySchema = z.looseObject({
   created_at: z.string(),
   finished_at: z.string().nullable(),
   end_reason: z.string().nullable(),
+  error_message: z.string().describe("A failed job's error message: its first 2,047 characters (seed 000's error_message). Absent for other states.").optional(),
   seq: z.int().describe('The position of its job.submitted: commit sequence ...'),
   index: z.int().describe('... and index in the commit.'),
 });
