@@ -21,7 +21,7 @@ export * from './schedule-timing.js';
  * template 1, schedule 1: their aggregates (partition sys) are folded and checkpointed since
  * issue 13's wiring.
  */
-export const MACHINE_VERSIONS = { job: 2, jobRun: 2, queue: 2, reservation: 1, group: 1, template: 1, schedule: 1 } as const;
+export const MACHINE_VERSIONS = { job: 2, jobRun: 3, queue: 2, reservation: 1, group: 1, template: 1, schedule: 1 } as const;
 export * from './retry-policy.js';
 export * from './queue.machine.js';
 export * from './reservation.machine.js';

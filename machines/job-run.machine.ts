@@ -15,6 +15,9 @@ export interface RunContext {
   readonly host: string | null;
   readonly pid: number | null;
   readonly version: string | null;
+  /** The worker's user and NATS connection id (seed 000's error record); null when it did not say. */
+  readonly user: string | null;
+  readonly connection_id: number | null;
   readonly lease_ms: number | null;
   readonly started_at: string | null;
   readonly finished_at: string | null;
@@ -22,6 +25,8 @@ export interface RunContext {
   readonly error: JobError | null;
   readonly failure_reason: FailureReason | null;
   readonly exit_code: number | null;
+  /** How long the handler ran, as the worker measured it; null when it did not say. */
+  readonly duration_ms: number | null;
   readonly artifacts: readonly Artifact[];
 }
 
@@ -31,6 +36,8 @@ export const EMPTY_RUN: RunContext = {
   host: null,
   pid: null,
   version: null,
+  user: null,
+  connection_id: null,
   lease_ms: null,
   started_at: null,
   finished_at: null,
@@ -38,6 +45,7 @@ export const EMPTY_RUN: RunContext = {
   error: null,
   failure_reason: null,
   exit_code: null,
+  duration_ms: null,
   artifacts: [],
 };
 
@@ -53,12 +61,14 @@ export function applyRunEvent(context: RunContext, event: JobEvent): RunContext 
         host: d.host,
         pid: d.pid,
         version: d.version,
+        user: d.user ?? null,
+        connection_id: d.connection_id ?? null,
         lease_ms: d.lease_ms,
         started_at: event.time,
       };
     }
     case 'job.succeeded':
-      return { ...context, finished_at: event.time, result: event.data.result, exit_code: event.data.exit_code ?? null };
+      return { ...context, finished_at: event.time, result: event.data.result, exit_code: event.data.exit_code ?? null, duration_ms: event.data.duration_ms ?? null };
     case 'job.failed':
       return {
         ...context,
@@ -66,6 +76,7 @@ export function applyRunEvent(context: RunContext, event: JobEvent): RunContext 
         error: event.data.error,
         failure_reason: event.data.reason,
         exit_code: event.data.exit_code ?? null,
+        duration_ms: event.data.duration_ms ?? null,
       };
     case 'job.cancelled':
       return { ...context, finished_at: event.time, failure_reason: 'cancelled' };

@@ -75,12 +75,18 @@ export interface JobClaimedData {
   readonly pid: number;
   readonly version: string;
   readonly lease_ms: number;
+  /** The worker's user (seed 000's `user`); absent in claims of workers that did not say. */
+  readonly user?: string;
+  /** The worker's NATS client id on its server (seed 000's `connection_id`); absent when it did not say. */
+  readonly connection_id?: number;
 }
 
 export interface JobSucceededData {
   readonly run_id: string;
   readonly result: Json;
   readonly exit_code?: number;
+  /** How long the handler ran, as the worker measured it (seed 000's `duration`). */
+  readonly duration_ms?: number;
 }
 
 export interface JobFailedData {
@@ -88,6 +94,8 @@ export interface JobFailedData {
   readonly reason: FailureReason;
   readonly error: JobError | null;
   readonly exit_code?: number;
+  /** How long the handler ran, as the worker measured it (seed 000's `duration`). */
+  readonly duration_ms?: number;
 }
 
 export interface JobCancelledData {

@@ -16,7 +16,7 @@ import { withCommonOptions, type CommonFlags } from './common.js';
 import { parseJsonObject, parsePositiveInteger } from './options.js';
 import { recordTable, table, writeJson, writeOut } from './render.js';
 import { setExitCode, withClient } from './session.js';
-import { resolveCommand } from './work-commands.js';
+import { resolveCommand } from './run-command.js';
 
 interface QueueFlags extends CommonFlags {
   readonly reason?: string;

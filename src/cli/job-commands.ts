@@ -110,10 +110,21 @@ interface JobsFlags extends CommonFlags {
   readonly cursor?: string;
 }
 
+/** Seed 000's status names, as `docket jobs --status` takes them beside docket's own. */
+const DATAJOINT_STATUSES: Readonly<Record<string, string>> = { pending: 'queued', reserved: 'running', success: 'succeeded', error: 'failed', ignore: 'ignored' };
+/** An error message in the jobs table: its first line, this long at most (`docket show <job_id>` has the whole record). */
+const ERROR_CELL_CHARS = 200;
+
+function errorCell(message: string | undefined): string {
+  const line = (message ?? '').replace(/\s*\n\s*/g, ' ').trim();
+  return line.length > ERROR_CELL_CHARS ? `${line.slice(0, ERROR_CELL_CHARS - 3)}...` : line;
+}
+
 async function jobsAction(queue: string, flags: JobsFlags): Promise<number> {
+  const status = flags.status === undefined ? undefined : (DATAJOINT_STATUSES[flags.status] ?? flags.status);
   const query = {
     queue,
-    ...(flags.status === undefined ? {} : { status: flags.status }),
+    ...(status === undefined ? {} : { status }),
     ...(flags.limit === undefined ? {} : { limit: parsePositiveInteger(flags.limit, '--limit') }),
     ...(flags.cursor === undefined ? {} : { cursor: flags.cursor }),
   };
@@ -129,7 +140,10 @@ async function jobsAction(queue: string, flags: JobsFlags): Promise<number> {
   }
   if (!known) writeOut(noQueueLine(queue));
   else if (page.jobs.length === 0) writeOut(`no jobs in ${queue}${flags.status === undefined ? '' : ` with status ${flags.status}`}`);
-  else {
+  else if (status === 'failed') {
+    // Seed 000's jobs.errors: the keys with their error messages.
+    writeOut(table(['job_id', 'key', 'attempt', 'finished_at', 'error_message'], page.jobs.map((j) => [j.job_id, j.key, `${j.attempt}/${j.max_attempts}`, j.finished_at, errorCell(j.error_message)])));
+  } else {
     writeOut(
       table(
         ['job_id', 'status', 'priority', 'key', 'attempt', 'run_at', 'created_at', 'finished_at'],
@@ -210,14 +224,48 @@ function noQueueLine(queue: string): string {
   return `no queue ${queue}: no job was ever submitted to it`;
 }
 
+/** Seed 000's `jobs.progress()` with `remaining`, when `queue` is a job set (`docket jobset show` computes it); null otherwise. */
+async function jobSetProgress(client: Client, queue: string): Promise<JobSetProgress | null> {
+  try {
+    const view = await client.showJobSet(queue);
+    const p = view.progress;
+    // docket's cancelled counts as DataJoint's error, as in `docket jobset show`.
+    return { pending: p.pending, reserved: p.reserved, success: p.success, error: p.error + p.cancelled, ignore: p.ignore, total: p.total, remaining: view.remaining, ...(view.remaining_error === undefined ? {} : { remaining_error: view.remaining_error }) };
+  } catch (err) {
+    if (err instanceof DocketError && err.code === 'invalid_request') return null;
+    throw err;
+  }
+}
+
+interface JobSetProgress {
+  readonly pending: number;
+  readonly reserved: number;
+  readonly success: number;
+  readonly error: number;
+  readonly ignore: number;
+  readonly total: number;
+  /** Keys in the source not yet in the target; null when a source could not be read. */
+  readonly remaining: number | null;
+  readonly remaining_error?: string;
+}
+
 async function progressAction(queue: string | undefined, flags: CommonFlags): Promise<number> {
-  const queues = await withClient(flags, (client) => client.progress(queue));
+  const { queues, jobset } = await withClient(flags, async (client) => ({ queues: await client.progress(queue), jobset: queue === undefined ? null : await jobSetProgress(client, queue) }));
   if (flags.json) {
-    writeJson({ ok: true, queues });
+    writeJson({ ok: true, queues, ...(jobset === null ? {} : { jobset }) });
     return 0;
   }
+  if (jobset !== null) {
+    writeOut(`job set ${queue} (seed 000's view; remaining = source keys not in the target):`);
+    writeOut(
+      table(
+        ['pending', 'reserved', 'success', 'error', 'ignore', 'total', 'remaining'],
+        [[jobset.pending, jobset.reserved, jobset.success, jobset.error, jobset.ignore, jobset.total, jobset.remaining ?? `unknown: ${jobset.remaining_error ?? 'not read'}`]],
+      ),
+    );
+  }
   if (queue !== undefined && queues.every((q) => q.total === 0 && (q.removed ?? 0) === 0)) {
-    writeOut(noQueueLine(queue));
+    if (jobset === null) writeOut(noQueueLine(queue));
     return 0;
   }
   if (queues.length === 0) {
@@ -274,7 +322,7 @@ export function registerJobCommands(program: Command): void {
       .argument('<queue>', 'queue name')
       .option(
         '--status <status>',
-        'only jobs in this state (waiting, queued, running, succeeded, failed, cancelled, skipped, ignored), or delayed: queued with run_at not yet come (queued includes them)',
+        'only jobs in this state (waiting, queued, running, succeeded, failed, cancelled, skipped, ignored), or delayed: queued with run_at not yet come (queued includes them); DataJoint\'s pending, reserved, success, error (keys with their error messages), ignore too',
       )
       .option('--limit <n>', 'page size (default 100, at most 1000)')
       .option('--cursor <cursor>', 'continue after the page that returned this cursor'),
@@ -304,7 +352,7 @@ export function registerJobCommands(program: Command): void {
   withCommonOptions(
     program
       .command('progress')
-      .description('per queue: pending (of which delayed)/reserved/success/error/ignore/cancelled/total (DataJoint, cancelled apart) and counts per state')
+      .description('per queue: pending (of which delayed)/reserved/success/error/ignore/cancelled/total (DataJoint, cancelled apart) and counts per state; for a job set also seed 000\'s view with remaining')
       .argument('[queue]', 'one queue (default: all)'),
   ).action(async (queue: string | undefined, flags: CommonFlags) => setExitCode(await progressAction(queue, flags)));
 }

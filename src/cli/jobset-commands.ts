@@ -213,7 +213,7 @@ export function registerJobSetCommands(program: Command): void {
       queue,
       ...(flags.key === undefined ? {} : { key: parseJsonObject(flags.key, '--key') }),
       ...(flags.status === undefined ? {} : { status: flags.status }),
-      ...(flags.restrict === undefined ? {} : { restrict: flags.restrict.trimStart().startsWith('[') ? parseRestrictList(flags.restrict) : parseJsonObject(flags.restrict, '--restrict') }),
+      ...(flags.restrict === undefined ? {} : { restrict: parseRestrict(flags.restrict) }),
       ...(flags.id === undefined ? {} : { id: flags.id }),
     };
     await withClient(flags, async (client) => {
@@ -235,8 +235,7 @@ export function registerJobSetCommands(program: Command): void {
       .option('--orphan-timeout <duration>', 'remove running jobs claimed longer ago than this and queue their keys again')
       .option('--id <command-id>', 'command id: resending the same id returns the first result'),
   ).action(async (queue: string, flags: CommonFlags & { restrict?: string; delay?: string; priority?: string; staleTimeout?: string; orphanTimeout?: string; id?: string }) => {
-    let restrict: unknown;
-    if (flags.restrict !== undefined) restrict = flags.restrict.trimStart().startsWith('[') ? parseRestrictList(flags.restrict) : parseJsonObject(flags.restrict, '--restrict');
+    const restrict = flags.restrict === undefined ? undefined : parseRestrict(flags.restrict);
     const body = {
       queue,
       ...(restrict === undefined ? {} : { restrict }),
@@ -252,6 +251,11 @@ export function registerJobSetCommands(program: Command): void {
       else writeOut(`refreshed ${queue}: added ${reply.added}, removed ${reply.removed}, orphaned ${reply.orphaned}, re-pended ${reply.re_pended}${reply.replayed ? ' (an earlier send of this command id)' : ''}`);
     });
   });
+}
+
+/** `--restrict`: an object of attribute values, or a JSON array of them (any matches). */
+export function parseRestrict(value: string): unknown {
+  return value.trimStart().startsWith('[') ? parseRestrictList(value) : parseJsonObject(value, '--restrict');
 }
 
 function parseRestrictList(value: string): unknown[] {

@@ -28,6 +28,7 @@ const COMMAND_MODULES: readonly { readonly names: readonly string[]; load(): Pro
   { names: ['retry-all', 'cancel-all', 'clean'], load: async () => (await import('./bulk-commands.js')).registerBulkCommands },
   { names: ['schedule', 'template'], load: async () => (await import('./schedule-commands.js')).registerScheduleCommands },
   { names: ['jobset', 'refresh'], load: async () => (await import('./jobset-commands.js')).registerJobSetCommands },
+  { names: ['populate'], load: async () => (await import('./populate.js')).registerPopulateCommand },
 ];
 
 /** Past the end of a command, the process exits even if a handle (a socket) lingers. */

@@ -4,9 +4,10 @@
  * run id. A run that loses its job (lease lapsed, job cancelled) has its AbortSignal fired on the
  * next heartbeat reply; its late completion is refused by the leader (`stale_run`).
  */
-import { hostname } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { hostname, userInfo } from 'node:os';
 import type { NatsConnection } from '@nats-io/nats-core';
-import type { Json } from '../../machines/index.js';
+import { Priority, type Json } from '../../machines/index.js';
 import type { ClaimedJob } from '../commands/schemas.js';
 import { coerceError, DocketError, fromErrorBody, InvalidRequestError, NonRetryableJobError, type ErrorBody } from '../errors.js';
 import { JobDefaults, Limits } from '../commands/limits.js';
@@ -61,8 +62,20 @@ export interface WorkerOptions {
   readonly claimWaitMs?: number;
   /** @defaultValue `<host>-<pid>-<random>` */
   readonly workerId?: string;
-  /** Code version recorded on each run. @defaultValue 'unknown' */
+  /**
+   * Code version recorded on each run; `'git'` records the git hash of the working directory's
+   * repository (seed 000's `version: "git"`; 'unknown' outside one). @defaultValue 'unknown'
+   */
   readonly version?: string;
+  /** Claims at most this many jobs in all, then stops claiming (`docket populate --max-calls`). @defaultValue no bound */
+  readonly maxJobs?: number;
+  /** Only jobs at this priority or more urgent are claimed (`docket populate --priority`). @defaultValue any */
+  readonly maxPriority?: number;
+  /**
+   * Stops claiming once a claim finds nothing (claims do not wait): `idle()` then resolves when the
+   * runs in flight have ended (`docket populate`). @defaultValue false
+   */
+  readonly untilEmpty?: boolean;
   readonly logger?: Logger;
   /** SIGTERM and SIGINT drain the worker (finish in-flight runs) and exit the process. @defaultValue false */
   readonly handleSignals?: boolean;
@@ -82,6 +95,11 @@ export class Worker {
   private nc: NatsConnection | undefined;
   private ownsConnection = false;
   private running = false;
+  /** Cleared when claiming is over: the queue had nothing left (untilEmpty) or maxJobs were claimed. */
+  private claiming = true;
+  /** Jobs this worker has been handed, for maxJobs. */
+  private taken = 0;
+  private version = 'unknown';
   private readonly active = new Map<string, Active>();
   private loop: Promise<void> | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
@@ -95,8 +113,9 @@ export class Worker {
   private readonly log: Logger;
   private readonly concurrency: number;
   private readonly leaseMs: number;
-  private readonly claimWaitMs: number;
+  private claimWaitMs: number;
   private readonly host = hostname();
+  private readonly user = userName();
   /** Runs finished by this worker, by outcome (for tests and metrics). */
   readonly counts = { succeeded: 0, failed: 0, lost: 0 };
   /**
@@ -119,6 +138,11 @@ export class Worker {
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < Limits.MinLeaseMs || this.leaseMs > Limits.MaxLeaseMs) {
       throw new InvalidRequestError(`leaseMs must be ${Limits.MinLeaseMs}..${Limits.MaxLeaseMs}, got ${this.leaseMs}`);
     }
+    if (options.maxJobs !== undefined && (!Number.isInteger(options.maxJobs) || options.maxJobs < 1)) throw new InvalidRequestError(`maxJobs must be a whole number of at least 1, got ${options.maxJobs}`);
+    if (options.maxPriority !== undefined && (!Number.isInteger(options.maxPriority) || options.maxPriority < Priority.Min || options.maxPriority > Priority.Max)) {
+      throw new InvalidRequestError(`maxPriority must be ${Priority.Min}..${Priority.Max}, got ${options.maxPriority}`);
+    }
+    if (options.untilEmpty) this.claimWaitMs = 0;
     if (!Number.isInteger(this.claimWaitMs) || this.claimWaitMs < 0 || this.claimWaitMs > Limits.MaxClaimWaitMs) {
       throw new InvalidRequestError(`claimWaitMs must be 0..${Limits.MaxClaimWaitMs}, got ${this.claimWaitMs}`);
     }
@@ -132,6 +156,7 @@ export class Worker {
       this.nc = await connectNats(this.options.servers === undefined ? { name: `docket-worker-${this.id}` } : { servers: this.options.servers, name: `docket-worker-${this.id}` });
       this.ownsConnection = true;
     }
+    this.version = this.options.version === 'git' ? gitHash() : (this.options.version ?? 'unknown');
     this.running = true;
     this.heartbeatTimer = setInterval(() => void this.heartbeat(), Math.max(100, Math.floor(this.leaseMs / 3)));
     this.loop = this.claimLoop();
@@ -168,9 +193,15 @@ export class Worker {
    */
   private async claimLoop(): Promise<void> {
     let backoffMs = 100;
-    while (this.running) {
+    while (this.running && this.claiming) {
+      if (this.budgetLeft() <= 0) {
+        // Every job maxJobs allows is claimed or asked for: once the asks are answered, done.
+        if (this.reserved === 0) break;
+        await this.nextChange();
+        continue;
+      }
       // One claim may ask for at most MaxClaimJobs; more slots fill over several claims.
-      const free = Math.min(this.concurrency - this.active.size - this.reserved, Limits.MaxClaimJobs);
+      const free = Math.min(this.concurrency - this.active.size - this.reserved, Limits.MaxClaimJobs, this.budgetLeft());
       if (free <= 0 || this.claimsInFlight >= MAX_CLAIMS_IN_FLIGHT || this.claimBackoff) {
         await this.nextChange();
         continue;
@@ -188,6 +219,8 @@ export class Worker {
             if (this.claimsFailing) this.log.info('claims answered again');
             this.claimsFailing = false;
             this.reserved -= free;
+            // untilEmpty: a claim that found nothing means nothing within reach is left.
+            if (this.options.untilEmpty && jobs.length === 0) this.claiming = false;
             for (const job of jobs) this.run(job);
           },
           async (err: unknown) => {
@@ -210,7 +243,13 @@ export class Worker {
     while (this.claimsInFlight > 0) await this.nextChange();
   }
 
+  /** Jobs maxJobs still allows, less those asked for by claims in flight. */
+  private budgetLeft(): number {
+    return this.options.maxJobs === undefined ? Infinity : this.options.maxJobs - this.taken - this.reserved;
+  }
+
   private run(job: WorkerJob): void {
+    this.taken += 1;
     const controller = new AbortController();
     const entry: Active = { job, controller, progress: undefined, exitCode: undefined, settled: false };
     this.active.set(job.run_id, entry);
@@ -251,7 +290,7 @@ export class Worker {
           outcome = { error: { message, ...(error.stack ? { stack: cutToBytes(error.stack, Limits.MaxErrorStackBytes) } : {}), retryable: !(err instanceof NonRetryableJobError) } };
         }
         entry.settled = true;
-        const exit = entry.exitCode === undefined ? {} : { exit_code: entry.exitCode };
+        const exit = { ...(entry.exitCode === undefined ? {} : { exit_code: entry.exitCode }), duration_ms: Date.now() - startedAt };
         const done = await this.completions[verb].report({ run_id: job.run_id, job_id: job.job_id, ...outcome, ...exit });
         let status = 'lost';
         if ('status' in done) {
@@ -280,14 +319,27 @@ export class Worker {
     return new CompletionBatcher(
       verb,
       (v, body) => this.request(v, body, 10_000),
-      (max) => (this.running ? this.claimFields(max) : undefined),
+      // A completion's claim is not counted in `reserved`: with maxJobs the claim loop alone asks,
+      // so the bound holds exactly.
+      (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? this.claimFields(max) : undefined),
       (attempt) => Math.min(2_000, 100 * 2 ** attempt),
     );
   }
 
   /** What every claim of this worker says: who asks, for how many, the lease and the run's meta. */
   private claimFields(max: number): Record<string, unknown> {
-    return { worker: this.id, max, lease_ms: this.leaseMs, host: this.host, pid: process.pid, version: this.options.version ?? 'unknown' };
+    const connectionId = this.nc?.info?.client_id;
+    return {
+      worker: this.id,
+      max,
+      lease_ms: this.leaseMs,
+      host: this.host,
+      pid: process.pid,
+      version: this.version,
+      ...(this.user === undefined ? {} : { user: this.user }),
+      ...(connectionId === undefined ? {} : { connection_id: connectionId }),
+      ...(this.options.maxPriority === undefined ? {} : { max_priority: this.options.maxPriority }),
+    };
   }
 
   private async heartbeat(): Promise<void> {
@@ -320,6 +372,20 @@ export class Worker {
     return this.active.size;
   }
 
+  /** Jobs this worker has been handed so far. */
+  get claimed(): number {
+    return this.taken;
+  }
+
+  /**
+   * Resolves once claiming is over (untilEmpty found nothing, maxJobs were claimed, or close())
+   * and no run is in flight. Without untilEmpty or maxJobs only close() ends claiming.
+   */
+  async idle(): Promise<void> {
+    await this.loop;
+    while (this.active.size > 0) await this.nextChange();
+  }
+
   /** Stops claiming and waits for in-flight runs to finish (drain). */
   async close(): Promise<void> {
     if (!this.running) return;
@@ -329,6 +395,24 @@ export class Worker {
     while (this.active.size > 0) await this.nextChange();
     clearInterval(this.heartbeatTimer);
     if (this.ownsConnection) await this.nc?.drain();
+  }
+}
+
+/** The user this process runs as; undefined when the system cannot say (no passwd entry). */
+function userName(): string | undefined {
+  try {
+    return userInfo().username.slice(0, 200);
+  } catch {
+    return undefined;
+  }
+}
+
+/** The git hash of the working directory's repository, for `version: 'git'`; 'unknown' outside one. */
+function gitHash(): string {
+  try {
+    return execFileSync('git', ['rev-parse', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 5_000 }).trim() || 'unknown';
+  } catch {
+    return 'unknown';
   }
 }
 

@@ -12,6 +12,7 @@ import type { CancelCommand, CompleteItem, FailItem, MoveCommand, PromoteCommand
 import { createRetry } from '../reactors/retrier.js';
 import { eventIdFor } from '../ids.js';
 import { removesCompleted } from './jobset-commands.js';
+import { storedError } from './error-record.js';
 
 export async function cancelJob(ctx: CommandContext, command: CancelCommand): Promise<Record<string, unknown>> {
   const { id, ...body } = command;
@@ -67,7 +68,7 @@ function assertQueue(ctx: CommandContext, queue: string, jobId: string): void {
  */
 export async function endRun(ctx: CommandContext, queue: string, item: CompleteItem | FailItem, onDecided?: () => void): Promise<{ job_id: string; status: string }> {
   assertQueue(ctx, queue, item.job_id);
-  const exit = item.exit_code === undefined ? {} : { exit_code: item.exit_code };
+  const exit = { ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }), ...(item.duration_ms === undefined ? {} : { duration_ms: item.duration_ms }) };
   const failed = 'error' in item;
   const { record } = await transitionJob(
     ctx,
@@ -75,7 +76,7 @@ export async function endRun(ctx: CommandContext, queue: string, item: CompleteI
     `${failed ? 'fail' : 'complete'}:${item.run_id}`,
     (current, eventId) =>
       failed
-        ? envelope(ctx, 'job.failed', current, eventId, { run_id: item.run_id, reason: 'error', error: item.error as JobError, ...exit })
+        ? envelope(ctx, 'job.failed', current, eventId, { run_id: item.run_id, reason: 'error', error: storedError(item.error as JobError), ...exit })
         : envelope(ctx, 'job.succeeded', current, eventId, { run_id: item.run_id, result: (item.result ?? null) as never, ...exit }),
     onDecided,
     // DataJoint's keep_completed false: a job set's succeeded job leaves its views in the same

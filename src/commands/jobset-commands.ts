@@ -181,7 +181,7 @@ function earlierRefresh(ctx: CommandContext, queue: string, eventId: string, met
 }
 
 /** A refresh's restriction as keys hold values: a boolean as 1 or 0, as the one normalisation gives keys (src/jobsets/key.ts). */
-function restrictionOf(restrict: RefreshCommand['restrict']): Restriction | undefined {
+export function restrictionOf(restrict: RefreshCommand['restrict']): Restriction | undefined {
   if (restrict === undefined) return undefined;
   const term = (t: Readonly<Record<string, string | number | boolean | null>>): RestrictionTerm =>
     Object.fromEntries(Object.entries(t).map(([name, value]) => [name, typeof value === 'boolean' ? (value ? 1 : 0) : value]));

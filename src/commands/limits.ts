@@ -11,6 +11,12 @@ export const Limits = {
   /** A failed run's error message, and its stack, each (job.failed). */
   MaxErrorMessageBytes: 16 * 1024,
   MaxErrorStackBytes: 16 * 1024,
+  /**
+   * A failed run's stored error message: its first 2,047 characters (seed 000's
+   * `error_message varchar(2047)`, a summary); a longer message is kept whole as the stack when the
+   * worker sent none (seed 000: the full text is in error_stack).
+   */
+  MaxErrorSummaryChars: 2_047,
   /** An artifact's metadata, as JSON (job.artifact_added). */
   MaxArtifactMetaBytes: 16 * 1024,
   /**

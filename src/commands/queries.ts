@@ -5,6 +5,7 @@ import type { Progress, QueueProgress } from '../projections/progress.js';
 import type { QueueIndex } from '../projections/queue-index.js';
 import type { QueueOrder } from '../projections/queue-order.js';
 import { historyOf, type JobRecord, type JobStore } from '../store/job-store.js';
+import { errorSummary } from './error-record.js';
 import { Limits } from './limits.js';
 import type { GetCommand, ListCommand, ProgressCommand } from './schemas.js';
 
@@ -22,6 +23,8 @@ export interface JobSummary {
   readonly created_at: string;
   readonly finished_at: string | null;
   readonly end_reason: string | null;
+  /** A failed job's error message (seed 000's error_message: its first 2,047 characters); absent otherwise. */
+  readonly error_message?: string;
   readonly seq: number;
   readonly index: number;
 }
@@ -42,10 +45,16 @@ export function toSummary(record: JobRecord): JobSummary {
     created_at: c.created_at,
     finished_at: c.finished_at,
     end_reason: c.end_reason,
+    ...errorMessageOf(record),
     // The position of its job.submitted: (commit sequence, index in the commit).
     seq: commitSeqOf(record.submitSeq),
     index: indexOf(record.submitSeq),
   };
+}
+
+function errorMessageOf(record: JobRecord): { error_message?: string } {
+  const error = record.state.job.value === 'failed' ? record.state.run.context.error : null;
+  return error === null ? {} : { error_message: errorSummary(error.message) };
 }
 
 export function toDetail(record: JobRecord, budgetBytes = Infinity) {

@@ -49,6 +49,7 @@ export const jobSummarySchema = z.looseObject({
   created_at: z.string(),
   finished_at: z.string().nullable(),
   end_reason: z.string().nullable(),
+  error_message: z.string().describe("A failed job's error message: its first 2,047 characters (seed 000's error_message). Absent for other states.").optional(),
   seq: z.int().describe('The position of its job.submitted: commit sequence ...'),
   index: z.int().describe('... and index in the commit.'),
 });
@@ -104,6 +105,8 @@ export const replyOkSchemas = {
         host: z.string().nullable(),
         pid: z.int().nullable(),
         version: z.string().nullable(),
+        user: z.string().nullable().describe("The worker's user (seed 000's error record); null when the worker did not say."),
+        connection_id: z.int().nullable().describe("The worker's NATS client id on its server; null when the worker did not say."),
         lease_ms: z.int().nullable(),
         started_at: z.string().nullable(),
         finished_at: z.string().nullable(),
@@ -111,6 +114,7 @@ export const replyOkSchemas = {
         error: z.looseObject({ message: z.string(), stack: z.string().optional(), retryable: z.boolean().optional() }).nullable(),
         failure_reason: z.string().nullable(),
         exit_code: z.int().nullable(),
+        duration_ms: z.int().nullable().describe('How long the handler ran (ms), as the worker measured it; null when it did not say.'),
         artifacts: z.array(z.looseObject({ name: z.string(), uri: z.string().optional(), meta: z.record(z.string(), z.unknown()).optional() })),
       })
       .nullable()

@@ -137,6 +137,15 @@ export const claimSchema = z
     host: z.string().max(200).optional(),
     pid: z.number().int().min(0).optional(),
     version: z.string().max(200).optional(),
+    user: z.string().max(200).describe("the worker's user, recorded on each run (seed 000's error record)").optional(),
+    connection_id: z.number().int().min(0).describe("the worker's NATS client id on its server, recorded on each run").optional(),
+    max_priority: z
+      .number()
+      .int()
+      .min(Priority.Min)
+      .max(Priority.Max)
+      .describe('only jobs at this priority or more urgent (docket populate --priority); answered at once, with none, when the next job is less urgent')
+      .optional(),
   })
   .strict();
 export const heartbeatSchema = z
@@ -152,9 +161,11 @@ export const heartbeatSchema = z
  * round trip. It never waits (the completion's reply must not be held back); an empty answer
  * sends the worker back to its long-poll claim.
  */
+/** How long the handler ran (ms), as the worker measured it: seed 000's `duration`, recorded on the run. */
+const durationMs = z.number().int().min(0).optional();
 export const nextClaimSchema = claimSchema.omit({ wait_ms: true }).strict();
 export const completeSchema = z
-  .object({ run_id: idToken, job_id: idToken, result: boundedJson(Limits.MaxResultBytes).optional(), exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })
+  .object({ run_id: idToken, job_id: idToken, result: boundedJson(Limits.MaxResultBytes).optional(), exit_code: z.number().int().optional(), duration_ms: durationMs, next: nextClaimSchema.optional() })
   .strict();
 /** Many completions in one request (DESIGN: the worker protocol batches); each is answered on its own. */
 export const completeBatchSchema = z
@@ -164,7 +175,7 @@ export const jobErrorSchema = z
   .object({ message: boundedString(Limits.MaxErrorMessageBytes), stack: boundedString(Limits.MaxErrorStackBytes).optional(), retryable: z.boolean().optional() })
   .strict();
 export const failSchema = z
-  .object({ run_id: idToken, job_id: idToken, error: jobErrorSchema, exit_code: z.number().int().optional(), next: nextClaimSchema.optional() })
+  .object({ run_id: idToken, job_id: idToken, error: jobErrorSchema, exit_code: z.number().int().optional(), duration_ms: durationMs, next: nextClaimSchema.optional() })
   .strict();
 export const failBatchSchema = z
   .object({ runs: z.array(failSchema.omit({ next: true }).strict()).min(1).max(Limits.MaxClaimJobs), next: nextClaimSchema.optional() })

@@ -40,6 +40,8 @@ function claimEvent(ctx: CommandContext, job: JobRef, eventId: string, runId: st
     pid: request.pid ?? 0,
     version: request.version ?? 'unknown',
     lease_ms: leaseMs,
+    ...(request.user === undefined ? {} : { user: request.user }),
+    ...(request.connection_id === undefined ? {} : { connection_id: request.connection_id }),
   });
 }
 
@@ -133,17 +135,26 @@ export class QueueDispatcher {
     if (this.parkedKeys.size > 0) this.parkedKeys.freeDue(this.clock.now());
     while (this.waiters.length > 0 && !this.stopped) {
       const waiter = this.waiters[0]!;
-      const { jobIds, keys, retryAtMs } = selectClaimable({
+      const { jobIds, keys, retryAtMs, beyondPriority } = selectClaimable({
         queue: this.queue,
         order: this.order,
         gate: this.gate,
         lookup: (id) => this.ctx.store.get(id),
         max: waiter.request.max ?? 1,
+        maxPriority: waiter.request.max_priority,
         replyBudget: this.replyBudget(),
         nowMs: this.clock.now(),
         parked: this.parkedKeys,
       });
       if (retryAtMs !== undefined) rateRetryAt = Math.min(rateRetryAt ?? Infinity, retryAtMs);
+      if (jobIds.length === 0 && beyondPriority) {
+        // Nothing this claim would take is next in line (the order puts less urgent jobs last):
+        // it is answered now rather than block the claims behind it.
+        this.waiters.shift();
+        clearTimeout(waiter.timer);
+        waiter.resolve([]);
+        continue;
+      }
       if (jobIds.length === 0) break;
       this.waiters.shift();
       clearTimeout(waiter.timer);
@@ -214,6 +225,8 @@ export class QueueDispatcher {
       const claims: Promise<ClaimedJob | null>[] = [];
       for (; next < ready.length && claims.length < room; next++) {
         const { event, index, state } = ready[next]!;
+        // Sorted by priority: none after this one is urgent enough for the claim; the pump answers it.
+        if (waiter.request.max_priority !== undefined && state.job.context.priority > waiter.request.max_priority) break;
         const key = state.job.context.concurrency_key;
         // A held key's job stays for the pump, which parks it in its place.
         if (this.gate.keyHold(key, nowMs) !== null) continue;

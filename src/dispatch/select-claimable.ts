@@ -35,6 +35,8 @@ export interface Selection {
   readonly keys: (string | null)[];
   /** When a rate window that held jobs back moves on (ms), if one did. */
   readonly retryAtMs: number | undefined;
+  /** The claim stopped at a job less urgent than its max_priority (left in its place). */
+  readonly beyondPriority: boolean;
 }
 
 export interface SelectInput {
@@ -44,6 +46,8 @@ export interface SelectInput {
   readonly lookup: (jobId: string) => JobRecord | undefined;
   /** The most jobs the claim asks for. */
   readonly max: number;
+  /** Only jobs at this priority or more urgent (populate --priority); undefined: any. */
+  readonly maxPriority?: number | undefined;
   /** Bytes the claim's reply may carry. */
   readonly replyBudget: number;
   readonly nowMs: number;
@@ -57,14 +61,15 @@ function rateRetry(hold: Hold | null, at: number | undefined): number | undefine
 }
 
 /** Takes the jobs (marked taken in the order, counted in flight by the gate) or none when the queue is held. */
-export function selectClaimable({ queue, order, gate, lookup, max, replyBudget, nowMs, parked }: SelectInput): Selection {
+export function selectClaimable({ queue, order, gate, lookup, max, maxPriority, replyBudget, nowMs, parked }: SelectInput): Selection {
   const allowed = gate.room(nowMs);
-  if (allowed <= 0) return { jobIds: [], keys: [], retryAtMs: rateRetry(gate.queueHold(nowMs), undefined) };
+  if (allowed <= 0) return { jobIds: [], keys: [], retryAtMs: rateRetry(gate.queueHold(nowMs), undefined), beyondPriority: false };
   const limit = Math.min(max, allowed);
   const jobIds: string[] = [];
   const keys: (string | null)[] = [];
   const skipped: string[] = [];
   let retryAtMs: number | undefined;
+  let beyondPriority = false;
   // A claim takes only as many jobs as its reply can carry, decided before anything is
   // appended: a claimed job that cannot be delivered would sit out its lease.
   let room = replyBudget;
@@ -72,6 +77,12 @@ export function selectClaimable({ queue, order, gate, lookup, max, replyBudget, 
     const id = order.take(queue);
     if (id === undefined) break;
     const record = lookup(id);
+    // The order is by priority first: the first job beyond the claim's priority ends its scan.
+    if (maxPriority !== undefined && record !== undefined && record.state.job.context.priority > maxPriority) {
+      order.release(queue, id);
+      beyondPriority = true;
+      break;
+    }
     const key = record?.state.job.context.concurrency_key ?? null;
     const keyHold = gate.keyHold(key, nowMs);
     if (keyHold !== null) {
@@ -96,5 +107,5 @@ export function selectClaimable({ queue, order, gate, lookup, max, replyBudget, 
   }
   // Jobs of held keys keep their places for the next claim.
   for (const id of skipped) order.release(queue, id);
-  return { jobIds, keys, retryAtMs };
+  return { jobIds, keys, retryAtMs, beyondPriority };
 }

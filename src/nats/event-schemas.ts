@@ -38,10 +38,12 @@ const backoff = z.looseObject({
 });
 
 const jobError = z.looseObject({
-  message: z.string().describe(byteNote('The message is', Limits.MaxErrorMessageBytes)),
+  message: z.string().describe(`${byteNote('The message is', Limits.MaxErrorMessageBytes)} A worker's failure stores its first ${Limits.MaxErrorSummaryChars} characters (seed 000's error_message), the whole message in stack when it had none.`),
   stack: z.string().describe(byteNote('The stack is', Limits.MaxErrorStackBytes)).optional(),
   retryable: z.boolean().describe('false ends the retry chain').optional(),
 });
+
+const durationMs = z.int().min(0).describe('How long the handler ran (ms), as the worker measured it. Absent: the worker did not say.').optional();
 
 const exitCode = z.int().describe("The command's exit code (docket work), when the worker reported one.").optional();
 
@@ -82,17 +84,21 @@ export const jobEventDataSchemas = {
     pid: z.int().min(0),
     version: z.string(),
     lease_ms: z.int().min(1),
+    user: z.string().describe("The worker's user (seed 000's error record). Absent: the worker did not say.").optional(),
+    connection_id: z.int().min(0).describe("The worker's NATS client id on its server. Absent: the worker did not say.").optional(),
   }),
   'job.succeeded': z.looseObject({
     run_id: idToken,
     result: jsonValue('The result').describe(`The result: any JSON value ${DEPTH_NOTE}, null when the worker sent none. ${byteNote('It is', Limits.MaxResultBytes)}`),
     exit_code: exitCode,
+    duration_ms: durationMs,
   }),
   'job.failed': z.looseObject({
     run_id: idToken,
     reason: z.enum(Object.values(FailureReasons)).describe('error (the worker failed it), lease_expired, crash_recovery, or cancelled (the job was cancelled while running).'),
     error: jobError.nullable(),
     exit_code: exitCode,
+    duration_ms: durationMs,
   }),
   'job.cancelled': z.looseObject({ reason: z.string().nullable() }),
   'job.ignored': z.looseObject({ reason: z.string().nullable() }),

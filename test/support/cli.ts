@@ -5,7 +5,7 @@
  * (`docket run-direct q -- sh -c ...`). A run that has not ended by the deadline is killed (its
  * code is then null): a command must never wait on a terminal that is not there.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..');
@@ -22,6 +22,8 @@ export interface CliOptions {
   readonly stdin?: 'ignore' | 'pipe';
   /** @defaultValue 30000 */
   readonly deadlineMs?: number;
+  /** Called with the CLI's process once spawned (to signal it, as a user's Ctrl-C would). */
+  readonly onSpawn?: (child: ChildProcess) => void;
 }
 
 export function runDocket(serverUrl: string, args: readonly string[], options: CliOptions = {}): Promise<CliRun> {
@@ -30,6 +32,7 @@ export function runDocket(serverUrl: string, args: readonly string[], options: C
   const end = args.includes('--') ? args.indexOf('--') : args.length;
   const argv = [...args.slice(0, end), '--server', serverUrl, ...args.slice(end)];
   const child = spawn(process.execPath, [BIN, ...argv], { cwd: REPO_ROOT, env, stdio: [options.stdin ?? 'ignore', 'pipe', 'pipe'] });
+  options.onSpawn?.(child);
   let stdout = '';
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
