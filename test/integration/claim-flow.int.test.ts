@@ -184,6 +184,19 @@ describe('claim order', () => {
     expect(rest.map((j) => j.job_id)).toEqual([ids[0]]);
     await completeAll(queue, [...taken, ...rest]);
   });
+
+  test('a parked claim with max_priority is not handed a less urgent job as it is submitted', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const parked = claim(nc, queue, { worker: 'urgent-only', wait_ms: 20_000, max_priority: 3 });
+    await untilParked(node, queue, 1);
+    const lax = await submit(queue, { priority: 7 });
+    // Answered at once with nothing (it would only block the claims behind it), the job left queued.
+    expect(await parked).toEqual([]);
+    expect((await client.get(lax)).job.status).toBe('queued');
+    const rest = await claim(nc, queue);
+    expect(rest.map((j) => j.job_id)).toEqual([lax]);
+    await completeAll(queue, rest);
+  });
 });
 
 describe('claim requests', () => {
