@@ -13,6 +13,8 @@ import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { claim, complete, eventually, fail } from '../support/worker-helpers.js';
+import { commitSeqOf, indexOf } from '../../machines/index.js';
+import { explainJob } from '../../src/cli/audit-commands.js';
 import { closeTestFile, connectTestClients, openResources, request, startTrackedNode, uniqueQueue } from '../support/docket.js';
 
 let server: TestNatsServer;
@@ -71,6 +73,25 @@ describe('groups', () => {
     await complete(nc, a, third!);
     await eventually(() => groupStatus(created['group_id'] as string) === 'completed', 'group completed');
     expect((await group(created['group_id'] as string)).members.map((m) => m.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+    // explain: the third member (queue a) was held by the second (queue b) until it ended, then released.
+    const at = (jobId: string, type: string) => node.store.get(jobId)!.later.find((h) => h.type === type)!;
+    const secondEnd = at(m1!, 'job.succeeded');
+    const thirdRelease = at(m2!, 'job.released');
+    const explained = await explainJob(nc, m2!);
+    expect(explained.waits).toEqual({
+      group: {
+        group_id: created['group_id'], name: 'etl', mode: 'sequential', on_failure: 'stop', member: 2, members: 3,
+        previous: { job_id: m1, queue: b, status: 'succeeded', decided_by: null, ended: { type: 'job.succeeded', seq: commitSeqOf(secondEnd.seq), index: indexOf(secondEnd.seq), time: secondEnd.time } },
+      },
+      dependencies: [],
+      released: { seq: commitSeqOf(thirdRelease.seq), index: indexOf(thirdRelease.seq), time: thirdRelease.time },
+      instead: null,
+    });
+    expect(explained.notes).toContain(
+      `member 3 of 3 of sequential group ${String(created['group_id'])} (etl), on_failure stop: held until member 2 ${m1} ended succeeded at ${secondEnd.time} (${commitSeqOf(secondEnd.seq)}:${indexOf(secondEnd.seq)}); released at ${thirdRelease.time} (${commitSeqOf(thirdRelease.seq)}:${indexOf(thirdRelease.seq)})`,
+    );
+    // The first member was never held: nothing to say about waits.
+    expect((await explainJob(nc, m0!)).waits).toBeNull();
   });
 
   test('on_failure stop cancels the members not started; skip skips them; continue goes on; the status is partial', async () => {
@@ -88,6 +109,12 @@ describe('groups', () => {
       }
       await eventually(() => groupStatus(created['group_id'] as string) === 'partial', `${onFailure}: partial`);
       expect(statusOf(m0!)).toBe('failed');
+      // explain: held by the failed member, then skipped or cancelled by on_failure instead of released.
+      if (onFailure !== 'continue') {
+        const explained = await explainJob(nc, m1!);
+        expect(explained.waits).toMatchObject({ released: null, instead: { type: `job.${rest}`, reason: `group member ${m0!} failed` }, group: { on_failure: onFailure, previous: { job_id: m0, status: 'failed', ended: { type: 'job.failed' } } } });
+        expect(explained.notes.join('\n')).toContain(`${rest} while waiting at`);
+      }
     }
   });
 
@@ -161,6 +188,9 @@ test('the CLI shows a group and lists groups; the SDK creates one', async () => 
   expect(shown.stdout).toContain('nightly');
   expect(shown.stdout).toContain(jobs[1]!);
   expect(shown.stdout).toMatch(/waiting/);
+  // explain through the CLI: the second member is held by the first, which has not ended.
+  const explained = await run(['explain', jobs[1]!]);
+  expect(explained.stdout).toContain(`note: member 2 of 2 of sequential group ${group_id} (nightly), on_failure stop: held until member 1 ${jobs[0]!} had not ended (queued); not released yet`);
   const listed = JSON.parse((await run(['group', 'ls', '--json'])).stdout) as { groups: { group_id: string }[] };
   expect(listed.groups.map((g) => g.group_id)).toContain(group_id);
   expect((await client.group(group_id))['status']).toBe('queued');
