@@ -31,7 +31,7 @@ import { startNatsServer, type TestNatsServer } from '../support/nats-server.js'
 import { resendOnUnavailable, work, type WorkReply } from '../support/worker-helpers.js';
 
 /** The running member's lease: short, so its lapse comes soon after the restart. */
-const SHORT_LEASE_MS = 4_000;
+const SHORT_LEASE_MS = 6_000;
 /** b's lease: outlives the crash and the restart, so its worker completes it. */
 const LONG_LEASE_MS = 120_000;
 
