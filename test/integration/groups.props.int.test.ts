@@ -2,7 +2,7 @@
  * Random groups and outcomes through a real node (issue 15, fast-check): a group of 1-5 members,
  * each in its own queue, drawn sequential or parallel, on_failure stop, continue or skip, each
  * member drawn to succeed, fail or be cancelled while queued. A driver acts on one member at a
- * time (the lowest-numbered claimable one) and lets the node settle; after every step the
+ * time (the lowest-numbered claimable one: claimed, then ended) and lets the node settle; after every step the
  * members' statuses and the group's status equal a small pure model of the rules below, and at
  * the end the order of the members' releases in the log equals the model's and the audit is clean.
  *
@@ -42,7 +42,7 @@ afterAll(async () => {
 type Mode = 'sequential' | 'parallel';
 type OnFailure = 'stop' | 'continue' | 'skip';
 type Outcome = 'succeed' | 'fail' | 'cancel';
-type MemberStatus = 'waiting' | 'queued' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
+type MemberStatus = 'waiting' | 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
 
 interface ModelState {
   readonly members: MemberStatus[];
@@ -127,8 +127,10 @@ test('released in the model order; members and the group end as the model of see
         } else {
           const jobs = await claim(nc, queues[i]!, { max: 5 });
           expect(jobs.map((j) => j.job_id), `member ${i} claimable`).toEqual([ids[i]]);
+          // Claimed: the member runs, and with it the group (seed 003: any job running).
+          model.members[i] = 'running';
           model.started = true;
-          // The group is running once a member started (before it ends, where that is observable).
+          await expectSettled(groupId, ids, expected(), `member ${i} running (${mode}, on_failure ${onFailure}, outcomes ${outcomes.join(',')})`);
           if (outcome === 'succeed') await complete(nc, queues[i]!, jobs[0]!);
           else await fail(nc, queues[i]!, jobs[0]!, { message: 'drawn to fail', retryable: false });
           model.members[i] = outcome === 'succeed' ? 'succeeded' : 'failed';
