@@ -174,6 +174,34 @@ test('the audit finds the groups kept their order and their statuses equal the d
   expect(messages.length).toBeGreaterThan(0);
 });
 
+test('the audit names a sequential member claimed while the member before it had not ended (a forged commit)', async () => {
+  const { auditMessages } = await import('../../src/audit/index.js');
+  const { readLog } = await import('../../src/store/read-log.js');
+  const { commitAsDeposed } = await import('../support/docket.js');
+  const { resendOnUnavailable } = await import('../support/worker-helpers.js');
+  const { jetstreamManager } = await import('@nats-io/jetstream');
+  const violations = async () => {
+    const messages = [];
+    for await (const m of readLog(nc, {})) messages.push(m);
+    return auditMessages(messages).violations.map((v) => [v.rule, v.aggregate]);
+  };
+  expect(await violations()).toEqual([]);
+  const q = uniqueQueue('grp-forged');
+  const created = ok(await request(nc, 'group.create', { mode: 'sequential', jobs: [{ queue: q }, { queue: q }] }));
+  const [m0, m1] = created['jobs'] as string[];
+  expect([statusOf(m0!), statusOf(m1!)]).toEqual(['queued', 'waiting']);
+  // A writer that is not the leader releases and claims the second member while the first is still queued.
+  const time = new Date().toISOString();
+  await commitAsDeposed(node, await jetstreamManager(nc), q, [
+    { id: `forged-release-${q}`, type: 'job.released', time, aggregate: { kind: 'job', id: m1! }, queue: q, data: {}, meta: { node: 'forger' } },
+    { id: `forged-claim-${q}`, type: 'job.claimed', time, aggregate: { kind: 'job', id: m1! }, queue: q, data: { run_id: `forged-run-${q}`, worker: 'forger', host: 'h', pid: 1, version: 'v', lease_ms: 60_000 }, meta: { node: 'forger' } },
+  ]);
+  // The leader meets the foreign commit at its next append and goes on.
+  await resendOnUnavailable(() => request(nc, 'submit', { queue: q }) as never);
+  expect(await violations()).toEqual([['group_rule', `job:${m1!}`]]);
+  await request(nc, 'group.cancel', { group_id: created['group_id'] });
+});
+
 test('the CLI shows a group and lists groups; the SDK creates one', async () => {
   const { execFile } = await import('node:child_process');
   const { promisify } = await import('node:util');
