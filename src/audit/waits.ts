@@ -3,8 +3,9 @@
  * group, or its dependencies, with where and when each of those ended, and where and when the job
  * was released (or skipped, or cancelled instead). These jobs live in other queues than the one
  * explained, so the whole log is fed in stream order; `mentions` lets the caller skip, by their
- * bytes, the commits that cannot matter (most of them) without decoding them. A dependency's retry
- * chain is followed as the dependency releaser follows it: the chain's last attempt decides.
+ * bytes, the commits that cannot matter (most of them) without decoding them. A dependency's or
+ * a member's retry chain is followed as the releaser and the group coordinator follow it: the
+ * chain's last attempt decides.
  * Pure: messages in, view out.
  */
 import { isLiveStatus, type GroupCreatedData, type JobStatus } from '../../machines/index.js';
@@ -25,7 +26,7 @@ export interface WaitedJob {
   readonly queue: string | null;
   /** Its status now (of the chain's last attempt, for a dependency); `unknown` when the log holds none of its events. */
   readonly status: string;
-  /** The attempt that decided (a retry of the job), when it is not the job itself. */
+  /** The attempt that decided (a retry of the job, the chain's last), when it is not the job itself. */
   readonly decided_by: string | null;
   /** The event that ended it (its type, e.g. `job.succeeded`), where and when. */
   readonly ended: (LogPoint & { readonly type: string }) | null;
@@ -134,19 +135,19 @@ export class WaitCollector {
               on_failure: g.data.on_failure,
               member: g.index,
               members: g.data.members.length,
-              previous: g.data.mode === 'sequential' && g.index > 0 ? this.waited(g.data.members[g.index - 1]!.job_id, false) : null,
+              previous: g.data.mode === 'sequential' && g.index > 0 ? this.waited(g.data.members[g.index - 1]!.job_id) : null,
             },
-      dependencies: (this.job.state.job.context.depends_on ?? []).map((id) => this.waited(id, true)),
+      dependencies: (this.job.state.job.context.depends_on ?? []).map((id) => this.waited(id)),
       released: released ? point(released) : null,
       instead: instead ? { ...point(instead), type: instead.type, reason: (instead.data as { reason?: string | null } | null)?.reason ?? null } : null,
     };
   }
 
-  /** How a watched job ended; `followRetries`: a dependency's chain is decided by its last attempt. */
-  private waited(jobId: string, followRetries: boolean): WaitedJob {
+  /** How a watched job ended: its retry chain's last attempt decides (for a dependency and a group member alike). */
+  private waited(jobId: string): WaitedJob {
     let timeline = jobTimeline(this.commits.get(jobId) ?? [], jobId);
     if (timeline === null) return { job_id: jobId, queue: null, status: 'unknown', decided_by: null, ended: null };
-    for (let hops = 0; followRetries && timeline.status === 'failed' && hops < 1000; hops++) {
+    for (let hops = 0; timeline.status === 'failed' && hops < 1000; hops++) {
       const retryId = this.retryIdOf(timeline.job_id, timeline.attempt);
       const retry = jobTimeline(this.commits.get(retryId) ?? [], retryId);
       if (retry === null || retry.retry_of !== timeline.job_id) break;

@@ -12,7 +12,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { claim, complete, eventually, fail } from '../support/worker-helpers.js';
+import { claim, complete, eventually, fail, untilJob, untilRetryOf } from '../support/worker-helpers.js';
 import { commitSeqOf, indexOf } from '../../machines/index.js';
 import { explainJob } from '../../src/cli/audit-commands.js';
 import { closeTestFile, connectTestClients, openResources, request, startTrackedNode, uniqueQueue } from '../support/docket.js';
@@ -116,6 +116,50 @@ describe('groups', () => {
         expect(explained.notes.join('\n')).toContain(`${rest} while waiting at`);
       }
     }
+  });
+
+  test('a member that fails with a retry to come has not ended: the next member waits for its retry, which decides', async () => {
+    const q = uniqueQueue('grp-retry');
+    const noBackoff = { base_ms: 0, max_ms: 0, jitter: 0 };
+    const created = ok(await request(nc, 'group.create', { mode: 'sequential', on_failure: 'stop', jobs: [{ queue: q, max_attempts: 2, backoff: noBackoff }, { queue: q }] }));
+    const groupId = created['group_id'] as string;
+    const [m0, m1] = created['jobs'] as string[];
+    const [first] = await claim(nc, q);
+    await fail(nc, q, first!, { message: 'flaky' });
+    const retry = await untilRetryOf(node, m0!);
+    // The retry goes out next, not the second member (which `stop` must not cancel either).
+    const [again] = await claim(nc, q, { wait_ms: 5_000 });
+    expect(again!.job_id).toBe(retry.jobId);
+    expect(statusOf(m1!)).toBe('waiting');
+    expect(groupStatus(groupId)).toBe('running');
+    await complete(nc, q, again!);
+    await untilJob(node, m1!, (r) => r.state.job.value === 'queued', 'the second member released once the retry succeeded');
+    const retryEnd = node.store.get(retry.jobId)!.later.find((h) => h.type === 'job.succeeded')!.seq;
+    expect(node.store.get(m1!)!.later.find((h) => h.type === 'job.released')!.seq).toBeGreaterThan(retryEnd);
+    const [second] = await claim(nc, q);
+    expect(second!.job_id).toBe(m1);
+    await complete(nc, q, second!);
+    // The first member's chain succeeded in the end: the group completed.
+    await eventually(() => groupStatus(groupId) === 'completed', 'group completed', 10_000);
+    // explain: the second member was held until the first member's retry succeeded.
+    const explained = await explainJob(nc, m1!);
+    expect(explained.waits!.group!.previous).toEqual({ job_id: m0, queue: q, status: 'succeeded', decided_by: retry.jobId, ended: { type: 'job.succeeded', seq: commitSeqOf(retryEnd), index: indexOf(retryEnd), time: expect.any(String) } });
+    expect(explained.notes.join('\n')).toContain(`held until member 1 ${m0!} (its retry ${retry.jobId}) ended succeeded at`);
+  });
+
+  test('cancelling a group cancels a member\'s retry to come too, and the group ends', async () => {
+    const q = uniqueQueue('grp-retry-cancel');
+    const created = ok(await request(nc, 'group.create', { mode: 'sequential', on_failure: 'stop', jobs: [{ queue: q, max_attempts: 2, backoff: { base_ms: 60_000, max_ms: 60_000, jitter: 0 } }, { queue: q }] }));
+    const groupId = created['group_id'] as string;
+    const [m0, m1] = created['jobs'] as string[];
+    const [first] = await claim(nc, q);
+    await fail(nc, q, first!, { message: 'flaky' });
+    const retry = await untilRetryOf(node, m0!);
+    const cancelled = ok(await request(nc, 'group.cancel', { group_id: groupId }));
+    expect((cancelled['cancelled'] as string[]).sort()).toEqual([retry.jobId, m1!].sort());
+    await untilJob(node, retry.jobId, (r) => r.state.job.value === 'cancelled', 'the retry cancelled');
+    // Each member's chain ended cancelled (its last attempt decides): the group is cancelled.
+    await eventually(() => groupStatus(groupId) === 'cancelled', 'group ended cancelled');
   });
 
   test('parallel members run together; cancelling the group cancels its live members and it ends cancelled', async () => {
