@@ -1,7 +1,8 @@
 /**
  * Random groups and outcomes through a real node (issue 15, fast-check): a group of 1-5 members,
  * each in its own queue, drawn sequential or parallel, on_failure stop, continue or skip, each
- * member drawn to succeed, fail or be cancelled while queued. A driver acts on one member at a
+ * member drawn to succeed, fail, be cancelled while queued, or fail once and have its retry
+ * succeed or fail. A driver acts on one member at a
  * time (the lowest-numbered claimable one: claimed, then ended) and lets the node settle; after every step the
  * members' statuses and the group's status equal a small pure model of the rules below, and at
  * the end the order of the members' releases in the log equals the model's and the audit is clean.
@@ -9,6 +10,8 @@
  * The model (seed 003's JobGroup and issue 15's on_failure):
  *  - sequential: member 0 queued, the rest waiting; a member is released (waiting -> queued) once
  *    every one before it has ended. parallel: every member queued.
+ *  - a member's status is its retry chain's last attempt's: one that failed with a retry to come
+ *    has not ended (its retry is queued).
  *  - a member that ended other than succeeded (failed, cancelled) is a failure: `stop` cancels the
  *    members not started (waiting or queued), `skip` marks them skipped, `continue` goes on.
  *  - the group is queued until a member started (was claimed), then running; once every member
@@ -20,6 +23,7 @@ import { afterAll, beforeAll, expect, test } from 'vitest';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
+import type { JobRecord } from '../../src/store/job-store.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { claim, complete, fail } from '../support/worker-helpers.js';
 import { closeTestFile, connectTestClients, request, startTrackedNode, uniqueQueue } from '../support/docket.js';
@@ -41,7 +45,8 @@ afterAll(async () => {
 
 type Mode = 'sequential' | 'parallel';
 type OnFailure = 'stop' | 'continue' | 'skip';
-type Outcome = 'succeed' | 'fail' | 'cancel';
+/** `retry-*`: the member may run twice; its first attempt fails, its retry succeeds or fails. */
+type Outcome = 'succeed' | 'fail' | 'cancel' | 'retry-succeed' | 'retry-fail';
 type MemberStatus = 'waiting' | 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'skipped';
 
 interface ModelState {
@@ -86,7 +91,7 @@ function groupStatus(state: ModelState): string {
 const groupArb = fc.record({
   mode: fc.constantFrom<Mode>('sequential', 'parallel'),
   onFailure: fc.constantFrom<OnFailure>('stop', 'continue', 'skip'),
-  outcomes: fc.array(fc.constantFrom<Outcome>('succeed', 'fail', 'cancel'), { minLength: 1, maxLength: 5 }),
+  outcomes: fc.array(fc.constantFrom<Outcome>('succeed', 'fail', 'cancel', 'retry-succeed', 'retry-fail'), { minLength: 1, maxLength: 5 }),
 });
 
 interface Observed {
@@ -94,8 +99,20 @@ interface Observed {
   readonly group: string;
 }
 
+/** A member's retry chain on the node: the member, then each retry (found by its retry_of). */
+function chainOf(jobId: string): JobRecord[] {
+  const chain: JobRecord[] = [];
+  for (let record = node.store.get(jobId); record !== undefined; ) {
+    chain.push(record);
+    const id = record.jobId;
+    record = [...node.store.values()].find((r) => r.state.job.context.retry_of === id);
+  }
+  return chain;
+}
+
+/** Each member's status as its chain's last attempt shows it, and the group's. */
 function observe(groupId: string, memberIds: readonly string[]): Observed {
-  return { members: memberIds.map((id) => node.store.get(id)?.state.job.value ?? 'new'), group: node.aggregates.get('group', groupId)?.state.value ?? 'new' };
+  return { members: memberIds.map((id) => chainOf(id).at(-1)?.state.job.value ?? 'new'), group: node.aggregates.get('group', groupId)?.state.value ?? 'new' };
 }
 
 /** Waits until the node shows what the model expects (the coordinator decides asynchronously), then compares. */
@@ -109,39 +126,43 @@ test('released in the model order; members and the group end as the model of see
   await fc.assert(
     fc.asyncProperty(groupArb, async ({ mode, onFailure, outcomes }) => {
       const queues = outcomes.map(() => uniqueQueue('grp-prop'));
-      const reply = await request(nc, 'group.create', { mode, on_failure: onFailure, jobs: queues.map((queue) => ({ queue, max_attempts: 1 })) });
+      const jobs = outcomes.map((outcome, i) => ({ queue: queues[i], max_attempts: outcome.startsWith('retry') ? 2 : 1, backoff: { base_ms: 0, max_ms: 0, jitter: 0 } }));
+      const reply = await request(nc, 'group.create', { mode, on_failure: onFailure, jobs });
       if (!reply.ok) throw new Error(JSON.stringify(reply.error));
       const groupId = reply['group_id'] as string;
       const ids = reply['jobs'] as string[];
       const model = initial(mode, outcomes.length);
       const expected = (): Observed => ({ members: [...model.members], group: groupStatus(model) });
       await expectSettled(groupId, ids, expected(), 'as created');
-      for (let step = 0; step < outcomes.length; step++) {
+      const attempts = outcomes.map(() => 0);
+      for (let step = 0; step < 2 * outcomes.length; step++) {
         const i = model.members.findIndex((s) => s === 'queued');
         if (i < 0) break;
         const outcome = outcomes[i]!;
+        const attempt = ++attempts[i]!;
         if (outcome === 'cancel') {
           const cancelled = await request(nc, 'cancel', { job_id: ids[i], reason: 'drawn to be cancelled' });
           if (!cancelled.ok) throw new Error(JSON.stringify(cancelled.error));
           model.members[i] = 'cancelled';
         } else {
           const jobs = await claim(nc, queues[i]!, { max: 5 });
-          expect(jobs.map((j) => j.job_id), `member ${i} claimable`).toEqual([ids[i]]);
+          expect(jobs.map((j) => j.job_id), `member ${i} claimable (attempt ${attempt})`).toEqual([chainOf(ids[i]!)[attempt - 1]!.jobId]);
           // Claimed: the member runs, and with it the group (seed 003: any job running).
           model.members[i] = 'running';
           model.started = true;
           await expectSettled(groupId, ids, expected(), `member ${i} running (${mode}, on_failure ${onFailure}, outcomes ${outcomes.join(',')})`);
-          if (outcome === 'succeed') await complete(nc, queues[i]!, jobs[0]!);
-          else await fail(nc, queues[i]!, jobs[0]!, { message: 'drawn to fail', retryable: false });
-          model.members[i] = outcome === 'succeed' ? 'succeeded' : 'failed';
+          const succeeds = outcome === 'succeed' || (outcome === 'retry-succeed' && attempt === 2);
+          if (succeeds) await complete(nc, queues[i]!, jobs[0]!);
+          else await fail(nc, queues[i]!, jobs[0]!, { message: 'drawn to fail' });
+          // A first attempt that fails with a retry to come has not ended the member: its retry is queued.
+          model.members[i] = succeeds ? 'succeeded' : outcome.startsWith('retry') && attempt === 1 ? 'queued' : 'failed';
         }
         settle(model, mode, onFailure);
         await expectSettled(groupId, ids, expected(), `after member ${i} ${outcome} (${mode}, on_failure ${onFailure}, outcomes ${outcomes.join(',')})`);
       }
       expect(model.members.every((s) => ENDED.has(s))).toBe(true);
-      // The releases in the log, by position, are the model's, each after the member before it ended.
-      const positions = ids.map((id) => node.store.get(id)!);
-      const releasedAt = positions.map((r) => r.later.find((h) => h.type === 'job.released')?.seq ?? null);
+      // The releases in the log, by position, are the model's, each after the member before it ended (its chain's last attempt).
+      const releasedAt = ids.map((id) => node.store.get(id)!.later.find((h) => h.type === 'job.released')?.seq ?? null);
       const order = releasedAt
         .map((seq, index) => ({ seq, index }))
         .filter((r): r is { seq: NonNullable<typeof r.seq>; index: number } => r.seq !== null)
@@ -149,7 +170,7 @@ test('released in the model order; members and the group end as the model of see
         .map((r) => r.index);
       expect(order, 'the release order').toEqual(model.released);
       for (const i of model.released) {
-        const before = positions[i - 1]!.later.filter((h) => ['job.succeeded', 'job.failed', 'job.cancelled', 'job.skipped'].includes(h.type)).map((h) => h.seq);
+        const before = chainOf(ids[i - 1]!).at(-1)!.later.filter((h) => ['job.succeeded', 'job.failed', 'job.cancelled', 'job.skipped'].includes(h.type)).map((h) => h.seq);
         expect(before.length, `member ${i - 1} ended`).toBe(1);
         expect(before[0]! < releasedAt[i]!, `member ${i} released after member ${i - 1} ended`).toBe(true);
       }
