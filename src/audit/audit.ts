@@ -10,7 +10,7 @@
  * had, as every node's fold does), so one tampered event gives one violation, not a cascade
  * through the rest of its history.
  */
-import { commitSeqOf, deriveGroupEnd, isLiveStatus, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
+import { commitSeqOf, deriveGroupEnd, memberEnd, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
 import { commitHash } from '../nats/codec.js';
 import { scheduledJobId } from '../ids.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, SYS_PARTITION } from '../nats/subjects.js';
@@ -337,7 +337,7 @@ export class Auditor {
     const statuses = group.context.members.map((m) => this.chainAt(m.job_id, at)?.state.job.value ?? null);
     // A member outside the audited range cannot be judged.
     if (statuses.some((s) => s === null)) return;
-    const derived = deriveGroupEnd(statuses.map((s) => (s !== null && s !== 'new' && !isLiveStatus(s) ? s : null)));
+    const derived = deriveGroupEnd(group.context.members.map((m, i) => memberEnd(this.anyJob(m.job_id)?.state.job.value ?? null, statuses[i]!)));
     if (derived !== status) this.violateAt(at, aggregate, AuditRules.GroupRule, `group.ended says ${status}, but its members then (${statuses.join(', ')}) derive ${derived ?? 'not ended'}`, [at]);
   }
 

@@ -6,7 +6,7 @@
  * go to their queues' leaders, each idempotent by a derived event id. On adoption (start,
  * failover) it submits members a crash left unsubmitted and decides whatever ended meanwhile.
  */
-import { deriveGroupEnd, isLiveStatus, type GroupContext, type JobStatus } from '../../machines/index.js';
+import { deriveGroupEnd, isLiveStatus, memberEnd, type GroupContext, type JobStatus } from '../../machines/index.js';
 import { aggregateEnvelope, transitionAggregate, type CommandContext } from '../commands/handle-command.js';
 import type { decideGroupMember } from '../commands/group-commands.js';
 import { DocketError } from '../errors.js';
@@ -142,7 +142,7 @@ export class GroupCoordinator implements SysReactor {
       if (next > 0 && statuses[next] === 'waiting') await decide(members[next]!.queue, { group_id: group, job_id: members[next]!.job_id, action: 'release', reason: null });
     }
     const now = members.map((m) => memberStatus(ctx, m.job_id));
-    const end = deriveGroupEnd(now.map((s) => (ended(s) ? s : null)));
+    const end = deriveGroupEnd(members.map((m, i) => memberEnd(ctx.store.get(m.job_id)?.state.job.value ?? null, now[i]!)));
     if (end !== null) {
       await transitionAggregate(ctx, ref, `group-ended:${group}`, (_s, eventId) => aggregateEnvelope(ctx, 'group.ended', ref, eventId, { status: end }));
       this.options.log.info({ group_id: group, status: end }, 'group ended');

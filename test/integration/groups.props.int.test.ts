@@ -15,8 +15,9 @@
  *  - a member that ended other than succeeded (failed, cancelled) is a failure: `stop` cancels the
  *    members not started (waiting or queued), `skip` marks them skipped, `continue` goes on.
  *  - the group is queued until a member started (was claimed), then running; once every member
- *    ended: completed when every member succeeded, cancelled when every member was cancelled,
- *    partial otherwise (some run failed, or some member was skipped or cancelled).
+ *    ended: completed when every run completed (every member succeeded, none after a failed
+ *    run), cancelled when every member was cancelled, partial otherwise (some run failed, or some
+ *    member was skipped or cancelled).
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, expect, test } from 'vitest';
@@ -52,6 +53,8 @@ type MemberStatus = 'waiting' | 'queued' | 'running' | 'succeeded' | 'failed' | 
 interface ModelState {
   readonly members: MemberStatus[];
   started: boolean;
+  /** Members with a run that failed (a retry's success does not undo it). */
+  readonly failedRun: boolean[];
   /** Member indexes in the order they were released (waiting -> queued). */
   readonly released: number[];
 }
@@ -59,7 +62,7 @@ interface ModelState {
 const ENDED = new Set<MemberStatus>(['succeeded', 'failed', 'cancelled', 'skipped']);
 
 function initial(mode: Mode, size: number): ModelState {
-  return { members: Array.from({ length: size }, (_, i) => (mode === 'parallel' || i === 0 ? 'queued' : 'waiting')), started: false, released: [] };
+  return { members: Array.from({ length: size }, (_, i) => (mode === 'parallel' || i === 0 ? 'queued' : 'waiting')), started: false, failedRun: Array.from({ length: size }, () => false), released: [] };
 }
 
 /** The coordinator's rules after a member ended, applied until nothing changes. */
@@ -83,7 +86,7 @@ function settle(state: ModelState, mode: Mode, onFailure: OnFailure): void {
 /** seed 003's derivation. */
 function groupStatus(state: ModelState): string {
   if (!state.members.every((s) => ENDED.has(s))) return state.started ? 'running' : 'queued';
-  if (state.members.every((s) => s === 'succeeded')) return 'completed';
+  if (state.members.every((s) => s === 'succeeded') && !state.failedRun.includes(true)) return 'completed';
   if (state.members.every((s) => s === 'cancelled')) return 'cancelled';
   return 'partial';
 }
@@ -155,6 +158,7 @@ test('released in the model order; members and the group end as the model of see
           if (succeeds) await complete(nc, queues[i]!, jobs[0]!);
           else await fail(nc, queues[i]!, jobs[0]!, { message: 'drawn to fail' });
           // A first attempt that fails with a retry to come has not ended the member: its retry is queued.
+          if (!succeeds) model.failedRun[i] = true;
           model.members[i] = succeeds ? 'succeeded' : outcome.startsWith('retry') && attempt === 1 ? 'queued' : 'failed';
         }
         settle(model, mode, onFailure);
