@@ -24,7 +24,7 @@ export interface LogPoint {
 export interface WaitedJob {
   readonly job_id: string;
   readonly queue: string | null;
-  /** Its status now (of the chain's last attempt, for a dependency); `unknown` when the log holds none of its events. */
+  /** Its status now (of its retry chain's last attempt); `unknown` when the log holds none of its events. */
   readonly status: string;
   /** The attempt that decided (a retry of the job, the chain's last), when it is not the job itself. */
   readonly decided_by: string | null;
