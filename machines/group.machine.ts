@@ -8,6 +8,7 @@
  */
 import { assign, setup } from 'xstate';
 import type { Envelope } from './envelope.js';
+import { isLiveStatus, type JobStatus } from './job.machine.js';
 
 export const GROUP_MODES = ['sequential', 'parallel'] as const;
 export type GroupMode = (typeof GROUP_MODES)[number];
@@ -72,6 +73,17 @@ export function deriveGroupEnd(statuses: readonly (string | null)[]): GroupEndSt
   if (statuses.every((s) => s === 'succeeded')) return 'completed';
   if (statuses.every((s) => s === 'cancelled')) return 'cancelled';
   return 'partial';
+}
+
+/**
+ * What one member brings to the derivation (null: not ended): the status of its retry chain's
+ * last attempt (`last`: the member's own job when it has no retry), except that a member whose
+ * own run failed counts as failed even when its retry succeeded, since seed 003 derives from the
+ * runs and one failed (-> partial).
+ */
+export function memberEnd(own: JobStatus | null, last: JobStatus | null): JobStatus | null {
+  if (last === null || last === 'new' || isLiveStatus(last)) return null;
+  return own === 'failed' ? 'failed' : last;
 }
 
 type GuardArgs = { context: GroupContext; event: GroupEvent };

@@ -292,7 +292,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     validate(groupListSchema, body);
     return listGroups(store, aggregates);
   });
-  commands.register('group.cancel', (body) => cancelGroup(store, aggregates, validate(groupCancelSchema, body), (queue, decision) => router.run(queue, 'group.decide', decision)));
+  commands.register('group.cancel', (body) => cancelGroup(context, validate(groupCancelSchema, body), (queue, decision) => router.run(queue, 'group.decide', decision)));
   registerBulkCommands({
     deps: { context, queueIndex, queueOrder, replyBudget: () => replyBudget(nc) },
     registerOnLeader: (op, operation) => router.register(op, operation),

@@ -10,7 +10,7 @@
  * had, as every node's fold does), so one tampered event gives one violation, not a cascade
  * through the rest of its history.
  */
-import { commitSeqOf, deriveGroupEnd, isLiveStatus, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
+import { commitSeqOf, deriveGroupEnd, memberEnd, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
 import { commitHash } from '../nats/codec.js';
 import { scheduledJobId } from '../ids.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, SYS_PARTITION } from '../nats/subjects.js';
@@ -332,12 +332,12 @@ export class Auditor {
   /** A group's members, by member job id (members live in queue partitions, the group in sys). */
   private readonly groupMembers = new Map<string, { group: string; index: number; members: readonly GroupMember[]; mode: string }>();
 
-  /** The recorded end equals seed 003's derivation from the members' statuses at that point of the log. */
+  /** The recorded end equals seed 003's derivation from the members' statuses (each its retry chain's last attempt) at that point of the log. */
   private checkGroupEnd(at: Position, aggregate: string, group: FoldState<GroupContext>, status: string): void {
-    const statuses = group.context.members.map((m) => this.anyJob(m.job_id)?.state.job.value ?? null);
+    const statuses = group.context.members.map((m) => this.chainAt(m.job_id, at)?.state.job.value ?? null);
     // A member outside the audited range cannot be judged.
     if (statuses.some((s) => s === null)) return;
-    const derived = deriveGroupEnd(statuses.map((s) => (s !== null && s !== 'new' && !isLiveStatus(s) ? s : null)));
+    const derived = deriveGroupEnd(group.context.members.map((m, i) => memberEnd(this.anyJob(m.job_id)?.state.job.value ?? null, statuses[i]!)));
     if (derived !== status) this.violateAt(at, aggregate, AuditRules.GroupRule, `group.ended says ${status}, but its members then (${statuses.join(', ')}) derive ${derived ?? 'not ended'}`, [at]);
   }
 
@@ -345,7 +345,7 @@ export class Auditor {
   private checkGroupOrder(at: Position, aggregate: string, jobId: string): void {
     const member = this.groupMembers.get(jobId);
     if (member === undefined || member.mode !== 'sequential' || member.index === 0) return;
-    const previous = this.anyJob(member.members[member.index - 1]!.job_id);
+    const previous = this.chainAt(member.members[member.index - 1]!.job_id, at);
     if (previous === undefined || TERMINAL.has(previous.state.job.value)) return;
     this.violateAt(at, aggregate, AuditRules.GroupRule, `member ${member.index} of sequential group ${member.group} claimed while member ${member.index - 1} (${previous.jobId}) was ${previous.state.job.value}`, [at]);
   }
@@ -359,11 +359,17 @@ export class Auditor {
     return undefined;
   }
 
+  /** The last attempt of a job's retry chain at `at` (the job itself when it has no retry then). */
+  private chainAt(jobId: string, at: Position): JobAudit | undefined {
+    let job = this.anyJob(jobId);
+    for (let hops = 0; job?.retriedBy != null && job.retryAt < at && hops < 10_000; hops++) job = this.anyJob(job.retriedBy);
+    return job;
+  }
+
   /** Each dependency (followed along its retry chain) had succeeded before the release. */
   private checkDependencies(at: Position, aggregate: string, dependsOn: readonly string[]): void {
     for (const dependencyId of dependsOn) {
-      let dependency = this.anyJob(dependencyId);
-      for (let hops = 0; dependency?.retriedBy != null && dependency.retryAt < at && hops < 10_000; hops++) dependency = this.anyJob(dependency.retriedBy);
+      const dependency = this.chainAt(dependencyId, at);
       // A dependency outside the audited range (another queue's partition, an earlier stretch) cannot be judged.
       if (dependency === undefined || (dependency.state.job.value === 'succeeded' && dependency.endAt < at)) continue;
       this.violateAt(at, aggregate, AuditRules.ReleasedBeforeDependencies, `job.released before its dependency ${dependencyId} had succeeded (it was ${dependency.state.job.value})`, [dependency.submitAt, at]);

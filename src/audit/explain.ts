@@ -10,6 +10,7 @@ import { FlowGate, type HoldReason } from '../dispatch/flow-gate.js';
 import { decodeStoredCommit } from './decode.js';
 import { QueueReplay, type ChainLink, type JobReplay } from './replay.js';
 import type { RecordedMessage } from './types.js';
+import { waitNotes, type Waits } from './waits.js';
 
 /** An order key as explain shows it: the submit's position split into its commit sequence and index. */
 export interface OrderKeyView {
@@ -72,6 +73,11 @@ export interface Explanation {
    * and last event time it held at, as the log shows them.
    */
   readonly holds: readonly HeldView[];
+  /**
+   * For a job submitted `waiting`: the group member before it or the dependencies that held it,
+   * when each of them ended, and when it was released (./waits.ts); null when not given.
+   */
+  readonly waits: Waits | null;
   readonly notes: readonly string[];
 }
 
@@ -182,7 +188,8 @@ export class Explainer {
     this.pendingFates -= 1;
   }
 
-  explanation(): Explanation {
+  /** `waits`: what held a job submitted waiting, read from the whole log (WaitCollector). */
+  explanation(waits: Waits | null = null): Explanation {
     const t = this.job.job;
     const createdMs = Date.parse(t.created_at);
     const runAtMs = Date.parse(t.run_at);
@@ -231,11 +238,7 @@ export class Explainer {
     }
     const holds = [...this.holds].map(([reason, h]) => ({ reason, ...h }));
     for (const h of holds) notes.push(`held by ${h.reason} (${h.detail}) from ${h.from} to ${h.to}`);
-    const dependsOn = t.state.job.context.depends_on;
-    if (dependsOn !== null) {
-      const released = t.events.find((e) => e.type === 'job.released');
-      notes.push(`waited on its dependencies (${dependsOn.join(', ')})${released ? `: released at ${released.time} (${released.seq}:${String(released.index)}), once all had succeeded` : t.status === 'skipped' ? `: skipped, ${t.end_reason ?? ''}` : ': not released yet'}`);
-    }
+    if (waits !== null) notes.push(...waitNotes(waits));
     if (t.retry_of !== null) notes.push(`attempt ${t.attempt} of ${t.max_attempts}: a retry of ${t.retry_of}`);
     // Where it came from: the schedule fire and the template revision job.submitted records.
     const origin = t.events.find((e) => e.type === 'job.submitted')?.data as { schedule?: { name: string; tick: string; trigger: string }; template?: { name: string; revision: number } } | null | undefined;
@@ -265,6 +268,7 @@ export class Explainer {
       },
       retries: this.job.chain,
       holds,
+      waits,
       notes,
     };
   }

@@ -5,3 +5,4 @@ export * from './audit.js';
 export * from './replay.js';
 export * from './explain.js';
 export * from './export.js';
+export * from './waits.js';

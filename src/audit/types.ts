@@ -67,7 +67,7 @@ export const AuditRules = {
   ClaimWhileHeld: 'claim_while_held',
   /** A schedule fire whose job id is not the one derived from (schedule, tick) (`scheduledJobId`), or a second fire of one (schedule, tick). */
   ScheduleRule: 'schedule_rule',
-  /** A group's recorded end differs from seed 003's derivation from its members' ends then, or a sequential group's member was claimed before the member before it had ended. */
+  /** A group's recorded end differs from seed 003's derivation from its members' ends then, or a sequential group's member was claimed before the member before it had ended (a member: its retry chain's last attempt). */
   GroupRule: 'group_rule',
   /** A job released (`job.released`) before each job it depends on (the last attempt of its retry chain) had succeeded. */
   ReleasedBeforeDependencies: 'released_before_dependencies',

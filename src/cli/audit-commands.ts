@@ -15,12 +15,15 @@ import {
   decodeStoredCommit,
   diffQueueViews,
   Explainer,
+  WaitCollector,
+  submittedWaiting,
   QueueReplay,
   replayJob,
   toExportLines,
   type AuditReport,
   type EventRef,
   type JobLoader,
+  type Explanation,
   type JobReplay,
   type QueueDiff,
   type QueueView,
@@ -629,25 +632,36 @@ async function auditAction(flags: AuditFlags): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // explain
 
+/**
+ * Why a job ran when it did: its queue's partition folded up to its claim (Explainer), and for a
+ * job submitted waiting, the whole log read for the jobs that held it (WaitCollector).
+ */
+export async function explainJob(nc: NatsConnection, jobId: string): Promise<Explanation> {
+  const job = await replayJob(jobId, createJobLoader(nc), retryJobId);
+  if (job === null) throw new NotFoundError(`no events for job ${jobId}`);
+  const explainer = new Explainer(job, Date.now());
+  const stop = new AbortController();
+  await readWithProgress(nc, 'explain', { filter: logFilter(job.job.queue), signal: stop.signal }, (batch) => {
+    for (const m of batch) {
+      explainer.push(m);
+      if (explainer.done) {
+        stop.abort();
+        break;
+      }
+    }
+  });
+  if (!submittedWaiting(job.job)) return explainer.explanation();
+  const waits = new WaitCollector(job.job, retryJobId);
+  await readWithProgress(nc, 'explain waits', {}, (batch) => {
+    for (const m of batch) if (waits.mentions(bytesOf(m.data))) waits.push(m);
+  });
+  return explainer.explanation(waits.waits());
+}
+
 async function explainAction(jobId: string, flags: CommonFlags): Promise<void> {
   toleratePipeClose();
   if (!isIdToken(jobId)) throw new InvalidRequestError(`job id must be [A-Za-z0-9_-]{1,128}, got ${JSON.stringify(jobId)}`);
-  const explanation = await withNats(flags, async (nc) => {
-    const job = await replayJob(jobId, createJobLoader(nc), retryJobId);
-    if (job === null) throw new NotFoundError(`no events for job ${jobId}`);
-    const explainer = new Explainer(job, Date.now());
-    const stop = new AbortController();
-    await readWithProgress(nc, 'explain', { filter: logFilter(job.job.queue), signal: stop.signal }, (batch) => {
-      for (const m of batch) {
-        explainer.push(m);
-        if (explainer.done) {
-          stop.abort();
-          break;
-        }
-      }
-    });
-    return explainer.explanation();
-  });
+  const explanation = await withNats(flags, (nc) => explainJob(nc, jobId));
   if (flags.json) {
     writeJson({ ok: true, ...explanation });
     return;

@@ -17,6 +17,7 @@ import type { GroupCancelCommand, GroupCreateCommand, GroupGetCommand } from './
 import type { JobSpec } from './schemas.js';
 import { submittedEvent } from './submit.js';
 import { applyTemplate } from '../schedules/template-submit.js';
+import { dependencyOutcome } from '../reactors/dependencies.js';
 
 /** A member to submit on its queue's leader (the body of the `group.submit` operation). */
 export interface GroupMemberSubmit {
@@ -114,10 +115,18 @@ export function listGroups(store: JobStore, aggregates: AggregateStore): { group
   return { groups: groups.sort((a, b) => ((a.created_at ?? '') < (b.created_at ?? '') ? -1 : 1)) };
 }
 
-/** Cancels the group's live members (each on its queue's leader); the group ends when they have. */
-export async function cancelGroup(store: JobStore, aggregates: AggregateStore, command: GroupCancelCommand, decide: (queue: string, body: Parameters<typeof decideGroupMember>[1]) => Promise<unknown>): Promise<{ group_id: string; cancelled: string[] }> {
-  const group = getGroup(store, aggregates, { group_id: command.group_id });
-  const live = group.members.filter((m) => m.status === 'waiting' || m.status === 'queued' || m.status === 'running');
+/**
+ * Cancels the group's live members (each on its queue's leader), and the retry under way of a
+ * member that failed (its chain goes on there); the group ends when they have.
+ */
+export async function cancelGroup(ctx: CommandContext, command: GroupCancelCommand, decide: (queue: string, body: Parameters<typeof decideGroupMember>[1]) => Promise<unknown>): Promise<{ group_id: string; cancelled: string[] }> {
+  const group = getGroup(ctx.store, ctx.aggregates, { group_id: command.group_id });
+  const live = group.members.flatMap((m) => {
+    if (m.status === 'waiting' || m.status === 'queued' || m.status === 'running') return [m];
+    const outcome = m.status === 'failed' ? dependencyOutcome(ctx, m.job_id) : undefined;
+    // A retry stays in its member's queue.
+    return outcome?.kind === 'pending' && outcome.watch !== m.job_id ? [{ ...m, job_id: outcome.watch }] : [];
+  });
   await Promise.all(live.map((m) => decide(m.queue, { group_id: group.group_id, job_id: m.job_id, action: 'cancel', reason: command.reason ?? 'group cancelled' }).catch(() => undefined)));
   return { group_id: group.group_id, cancelled: live.map((m) => m.job_id) };
 }

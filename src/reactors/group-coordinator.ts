@@ -1,24 +1,40 @@
 /**
- * Group coordination (issue 15), a reactor of the `sys` leader: as members end it releases the
- * next member of a sequential group, or (on a failure, by `on_failure`) cancels or skips the ones
- * not started, and records `group.started` and `group.ended` (seed 003's derivation). Every node
+ * Group coordination (issue 15), a reactor of the `sys` leader: as members end (a failed member
+ * once its retry chain has: its last attempt decides) it releases the next member of a
+ * sequential group, or (on a failure, by `on_failure`) cancels or skips the ones not started, and records `group.started` and `group.ended` (seed 003's derivation). Every node
  * folds every partition, so the sys leader sees every member's events; its decisions on members
  * go to their queues' leaders, each idempotent by a derived event id. On adoption (start,
  * failover) it submits members a crash left unsubmitted and decides whatever ended meanwhile.
  */
-import { deriveGroupEnd, isLiveStatus, type GroupContext, type JobStatus } from '../../machines/index.js';
+import { deriveGroupEnd, isLiveStatus, memberEnd, type GroupContext, type JobStatus } from '../../machines/index.js';
 import { aggregateEnvelope, transitionAggregate, type CommandContext } from '../commands/handle-command.js';
 import type { decideGroupMember } from '../commands/group-commands.js';
 import { DocketError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { AggregateChange, AggregateRecord } from '../store/aggregate-store.js';
-import type { JobChange } from '../store/job-store.js';
+import type { JobChange, JobRecord } from '../store/job-store.js';
+import { dependencyOutcome } from './dependencies.js';
 import type { SysReactor } from './sys-reactor.js';
 
 type Decision = Parameters<typeof decideGroupMember>[1];
 /** A member has ended once it is no longer live (the Job machine's statuses say which are). */
 const ended = (status: JobStatus | null): status is JobStatus => status !== null && status !== 'new' && !isLiveStatus(status);
 const STARTED = new Set(['running', 'succeeded', 'failed']);
+
+/**
+ * A member's status as its retry chain stands (null: not submitted yet). A failed member with a
+ * retry to come or under way has not ended (`running`: it started, and its chain goes on); the
+ * chain's last attempt decides, as for a dependency (./dependencies.ts).
+ */
+export function memberStatus(ctx: CommandContext, jobId: string): JobStatus | null {
+  const own = ctx.store.get(jobId)?.state.job.value ?? null;
+  if (own !== 'failed') return own;
+  const outcome = dependencyOutcome(ctx, jobId);
+  if (outcome === undefined) return own;
+  if (outcome.kind === 'succeeded') return 'succeeded';
+  if (outcome.kind === 'pending') return 'running';
+  return outcome.status as JobStatus;
+}
 
 export interface GroupCoordinatorOptions {
   readonly ctx: CommandContext;
@@ -53,9 +69,20 @@ export class GroupCoordinator implements SysReactor {
   }
 
   readonly applyJob = (change: JobChange): void => {
-    const group = this.groupOf.get(change.after.jobId);
+    const group = this.groupOfChain(change.after);
     if (group !== undefined && this.options.isSysLeader()) this.evaluate(group);
   };
+
+  /** The live group of a member, or of the member a retry (of a retry ...) continues. */
+  private groupOfChain(record: JobRecord): string | undefined {
+    let group = this.groupOf.get(record.jobId);
+    let retryOf = record.state.job.context.retry_of;
+    for (let hops = 0; group === undefined && retryOf !== null && hops < 10_000; hops++) {
+      group = this.groupOf.get(retryOf);
+      retryOf = this.options.ctx.store.get(retryOf)?.state.job.context.retry_of ?? null;
+    }
+    return group;
+  }
 
   /** Leading sys from now (start, failover): every live group, as folded, is looked at again. */
   adopt(): void {
@@ -92,7 +119,7 @@ export class GroupCoordinator implements SysReactor {
     const record = ctx.aggregates.get<GroupContext>('group', group);
     if (!record || !['queued', 'running'].includes(record.state.value)) return;
     const { members, mode, on_failure } = record.state.context;
-    const statuses = members.map((m) => ctx.store.get(m.job_id)?.state.job.value ?? null);
+    const statuses = members.map((m) => memberStatus(ctx, m.job_id));
     // Members not submitted yet: the create is still submitting them, or a crash stopped it
     // after the group's commit (their specs are in the command, not the log: resending the
     // create with its id submits them, as DESIGN's multi-partition commands are completed).
@@ -114,8 +141,8 @@ export class GroupCoordinator implements SysReactor {
       const next = statuses.findIndex((s) => !ended(s));
       if (next > 0 && statuses[next] === 'waiting') await decide(members[next]!.queue, { group_id: group, job_id: members[next]!.job_id, action: 'release', reason: null });
     }
-    const now = members.map((m) => ctx.store.get(m.job_id)?.state.job.value ?? null);
-    const end = deriveGroupEnd(now.map((s) => (ended(s) ? s : null)));
+    const now = members.map((m) => memberStatus(ctx, m.job_id));
+    const end = deriveGroupEnd(members.map((m, i) => memberEnd(ctx.store.get(m.job_id)?.state.job.value ?? null, now[i]!)));
     if (end !== null) {
       await transitionAggregate(ctx, ref, `group-ended:${group}`, (_s, eventId) => aggregateEnvelope(ctx, 'group.ended', ref, eventId, { status: end }));
       this.options.log.info({ group_id: group, status: end }, 'group ended');

@@ -15,6 +15,8 @@ import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { claim, complete, fail, untilJob } from '../support/worker-helpers.js';
+import { commitSeqOf, indexOf } from '../../machines/index.js';
+import { explainJob } from '../../src/cli/audit-commands.js';
 import { closeTestFile, connectTestClients, openResources, request, startTrackedNode, streamMessages, uniqueQueue } from '../support/docket.js';
 
 let server: TestNatsServer;
@@ -69,14 +71,16 @@ describe('depends_on', () => {
     const released = node.store.get(after)!.later.find((h) => h.type === 'job.released')!.seq;
     expect(released).toBeGreaterThan(node.store.get(first)!.seq);
     expect(released).toBeGreaterThan(node.store.get(second)!.seq);
-    // explain says what it waited on and when it was released.
-    const { replayJob, Explainer } = await import('../../src/audit/index.js');
-    const { readLog } = await import('../../src/store/read-log.js');
-    const { createJobLoader } = await import('../../src/cli/audit-commands.js');
-    const { retryJobId } = await import('../../src/ids.js');
-    const explainer = new Explainer((await replayJob(after, createJobLoader(nc), retryJobId))!, Date.now());
-    for await (const m of readLog(nc, {})) explainer.push(m);
-    expect(explainer.explanation().notes.join('\n')).toContain(`waited on its dependencies (${first}, ${second}): released at`);
+    // explain names each dependency with where and when it ended, and when the job was released.
+    const explained = await explainJob(nc, after);
+    const ends = [first, second].map((id) => node.store.get(id)!.later.find((h) => h.type === 'job.succeeded')!);
+    expect(explained.waits).toEqual({
+      group: null,
+      released: { seq: commitSeqOf(released), index: indexOf(released), time: expect.any(String) },
+      instead: null,
+      dependencies: ends.map((h, i) => ({ job_id: [first, second][i], queue: [a, b][i], status: 'succeeded', decided_by: null, ended: { type: 'job.succeeded', seq: commitSeqOf(h.seq), index: indexOf(h.seq), time: h.time } })),
+    });
+    expect(explained.notes.join('\n')).toContain(`waited on its dependencies: ${first} ended succeeded at ${ends[0]!.time} (${commitSeqOf(ends[0]!.seq)}:${indexOf(ends[0]!.seq)}); ${second} ended succeeded at ${ends[1]!.time}`);
   });
 
   test('a dependency that fails for good skips the job, naming it; a chain of retries is followed to its last attempt', async () => {
@@ -94,6 +98,19 @@ describe('depends_on', () => {
     expect(node.store.get(retry!.job_id)!.state.job.context.retry_of).toBe(flaky);
     await complete(nc, q, retry!);
     await untilJob(node, patient, (r) => r.state.job.value === 'queued', 'released after the retry succeeded');
+    // explain: skipped naming the failed dependency; released once the retry (the chain's last attempt) succeeded.
+    const failedEnd = node.store.get(doomed)!.later.find((h) => h.type === 'job.failed')!;
+    const whySkipped = await explainJob(nc, skipped);
+    expect(whySkipped.waits).toMatchObject({
+      released: null,
+      instead: { type: 'job.skipped', reason: `dependency ${doomed} failed` },
+      dependencies: [{ job_id: doomed, status: 'failed', decided_by: null, ended: { type: 'job.failed', seq: commitSeqOf(failedEnd.seq), index: indexOf(failedEnd.seq) } }],
+    });
+    expect(whySkipped.notes.join('\n')).toContain(`${doomed} ended failed at ${failedEnd.time}`);
+    const whyReleased = await explainJob(nc, patient);
+    expect(whyReleased.waits?.dependencies).toEqual([expect.objectContaining({ job_id: flaky, status: 'succeeded', decided_by: retry!.job_id, ended: expect.objectContaining({ type: 'job.succeeded' }) })]);
+    expect(whyReleased.waits!.released!.seq).toBeGreaterThan(whyReleased.waits!.dependencies[0]!.ended!.seq);
+    expect(whyReleased.notes.join('\n')).toContain(`${flaky} (its retry ${retry!.job_id}) ended succeeded at`);
   });
 
   test('an unknown dependency, or one failed for good, is refused and nothing is appended', async () => {
