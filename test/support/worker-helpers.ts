@@ -55,6 +55,7 @@ export interface ClaimBody {
   readonly max?: number;
   readonly wait_ms?: number;
   readonly lease_ms?: number;
+  readonly max_priority?: number;
 }
 
 /** A claim that must succeed; returns its jobs. `wait_ms` defaults to 0 (answer now). */
