@@ -14,6 +14,8 @@ import type { KeyIndex } from '../projections/key-index.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
 import { historyOf, holdsEvent, isSubmitOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import type { LogTail } from '../store/log-tail.js';
+import { readEvictedJob, type CommitReader } from '../store/evicted-jobs.js';
+import type { EvictedJob } from '../store/evicted-index.js';
 import { SYS_LEASE } from '../nats/subjects.js';
 import type { AggregateRecord, AggregateStore } from '../store/aggregate-store.js';
 
@@ -38,6 +40,8 @@ export interface CommandContext {
    * before answering from a possibly stale view: not_found, or "the key's job is live".
    */
   catchUp(): Promise<void>;
+  /** Reads a commit by stream sequence: how an evicted job's body is read back (absent: evicted jobs stay evicted). */
+  readonly readCommit?: CommitReader;
   readonly log: Logger;
 }
 
@@ -104,12 +108,15 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   // check to append() nothing awaits, so no other decision on this job comes between.
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   // A resent submit: its event (this id) already created a job, perhaps under another derived id.
-  const mine = ctx.store.bySubmitEventId(event.id);
+  const evictedMine = ctx.store.evictedBySubmitEventId(event.id);
+  const mine = ctx.store.bySubmitEventId(event.id) ?? (evictedMine && (await reinstateEvicted(ctx, evictedMine)));
   if (mine) {
     assertSameCommand(mine.commandHash, event.meta);
     return { record: mine, created: true };
   }
-  const existing = ctx.store.get(jobId);
+  // A job of this id whose body was evicted: read back, it answers as it would have (no append follows this await).
+  const evicted = ctx.store.get(jobId) === undefined ? ctx.store.evicted(jobId) : undefined;
+  const existing = evicted ? await reinstateEvicted(ctx, evicted) : ctx.store.get(jobId);
   if (existing) {
     const resent = isSubmitOf(existing, event.id);
     if (resent) assertSameCommand(existing.commandHash, event.meta);
@@ -146,10 +153,24 @@ export interface Transitioned {
   readonly position: Position;
 }
 
-/** The job, looked up again once caught up when this node has not seen it (created elsewhere a moment ago). */
+/**
+ * An evicted job's body read back from the log and put back in the store, so a command on it
+ * is decided as before its eviction (a resend finds its own event; a retry finds its job).
+ * The next sweep evicts it again.
+ */
+export async function reinstateEvicted(ctx: Pick<CommandContext, 'store' | 'readCommit'>, entry: EvictedJob): Promise<JobRecord> {
+  if (ctx.readCommit === undefined) throw new NotFoundError('the job was evicted from memory and this node cannot read the log');
+  const record = await readEvictedJob(ctx.readCommit, entry);
+  ctx.store.reinstate(record);
+  return ctx.store.get(record.jobId) ?? record;
+}
+
+/** The job, looked up again once caught up when this node has not seen it (created elsewhere a moment ago); an evicted job is read back. */
 export async function findJob(ctx: CommandContext, jobId: string): Promise<JobRecord> {
   let record = ctx.store.get(jobId);
   if (!record) {
+    const entry = ctx.store.evicted(jobId);
+    if (entry) return reinstateEvicted(ctx, entry);
     await ctx.catchUp();
     record = ctx.store.get(jobId);
   }

@@ -1,5 +1,5 @@
 /** Every job of each queue in submit order (stream sequence), for `list` with a cursor. */
-import type { JobChange } from '../store/job-store.js';
+import type { Eviction, JobChange } from '../store/job-store.js';
 
 /**
  * Two parallel arrays rather than an object per job: this index holds every job ever submitted
@@ -42,6 +42,11 @@ export class QueueIndex {
       list.seqs.splice(i, 0, seq);
       list.jobIds.splice(i, 0, change.after.jobId);
     }
+  };
+
+  /** A finished job whose body left memory (job-store.ts `evict`) leaves `list` as a removed one does; `get` still finds it. */
+  readonly evict = (eviction: Eviction): void => {
+    if (eviction.record.state.job.value !== 'removed') this.remove(eviction.record.queue, eviction.record.jobId, eviction.record.submitSeq);
   };
 
   /** The first index whose submit sequence is above `afterSeq`. */

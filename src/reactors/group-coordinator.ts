@@ -92,7 +92,7 @@ export class GroupCoordinator implements SysReactor {
     const record = ctx.aggregates.get<GroupContext>('group', group);
     if (!record || !['queued', 'running'].includes(record.state.value)) return;
     const { members, mode, on_failure } = record.state.context;
-    const statuses = members.map((m) => ctx.store.get(m.job_id)?.state.job.value ?? null);
+    const statuses = members.map((m) => ctx.store.statusOf(m.job_id) ?? null);
     // Members not submitted yet: the create is still submitting them, or a crash stopped it
     // after the group's commit (their specs are in the command, not the log: resending the
     // create with its id submits them, as DESIGN's multi-partition commands are completed).
@@ -114,7 +114,7 @@ export class GroupCoordinator implements SysReactor {
       const next = statuses.findIndex((s) => !ended(s));
       if (next > 0 && statuses[next] === 'waiting') await decide(members[next]!.queue, { group_id: group, job_id: members[next]!.job_id, action: 'release', reason: null });
     }
-    const now = members.map((m) => ctx.store.get(m.job_id)?.state.job.value ?? null);
+    const now = members.map((m) => ctx.store.statusOf(m.job_id) ?? null);
     const end = deriveGroupEnd(now.map((s) => (ended(s) ? s : null)));
     if (end !== null) {
       await transitionAggregate(ctx, ref, `group-ended:${group}`, (_s, eventId) => aggregateEnvelope(ctx, 'group.ended', ref, eventId, { status: end }));

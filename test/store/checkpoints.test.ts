@@ -10,7 +10,7 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { INITIAL_JOB_STATE } from '../../machines/index.js';
 import { CheckpointFile, readCheckpoint } from '../../src/store/checkpoints.js';
-import { JobStore, type JobRecord } from '../../src/store/job-store.js';
+import { JobStore, type EvictedLine, type JobRecord } from '../../src/store/job-store.js';
 import { JOB_ID, QUEUE, at, jobEvent, makeJobEventSequenceArb } from '../support/arbitraries.js';
 
 const STREAM_CREATED = '2026-11-26T00:00:00.000Z';
@@ -26,6 +26,10 @@ class Records {
   }
   values(): IterableIterator<JobRecord> {
     return this.jobs.values();
+  }
+  readonly evictedCount = 0;
+  evictedLines(): EvictedLine[] {
+    return [];
   }
   put(file: CheckpointFile, jobId: string, seq: number): void {
     this.jobs.set(jobId, { jobId, queue: "q", state: INITIAL_JOB_STATE, seq, submitSeq: seq, submitId: `e-${jobId}`, commandHash: null, later: [] });
