@@ -108,8 +108,7 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   // check to append() nothing awaits, so no other decision on this job comes between.
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   // A resent submit: its event (this id) already created a job, perhaps under another derived id.
-  const evictedMine = ctx.store.evictedBySubmitEventId(event.id);
-  const mine = ctx.store.bySubmitEventId(event.id) ?? (evictedMine && (await reinstateEvicted(ctx, evictedMine)));
+  const mine = ctx.store.bySubmitEventId(event.id) ?? (await reinstatedBySubmitEvent(ctx, event.id));
   if (mine) {
     assertSameCommand(mine.commandHash, event.meta);
     return { record: mine, created: true };
@@ -163,6 +162,12 @@ export async function reinstateEvicted(ctx: Pick<CommandContext, 'store' | 'read
   const record = await readEvictedJob(ctx.readCommit, entry);
   ctx.store.reinstate(record);
   return ctx.store.get(record.jobId) ?? record;
+}
+
+/** The evicted job that the job.submitted with this id created, read back; undefined when none was evicted. */
+export async function reinstatedBySubmitEvent(ctx: Pick<CommandContext, 'store' | 'readCommit'>, eventId: string): Promise<JobRecord | undefined> {
+  const entry = ctx.store.evictedBySubmitEventId(eventId);
+  return entry === undefined ? undefined : reinstateEvicted(ctx, entry);
 }
 
 /** The job, looked up again once caught up when this node has not seen it (created elsewhere a moment ago); an evicted job is read back. */

@@ -10,7 +10,7 @@ import { DocketError, InvalidRequestError, UnavailableError, coerceError, excerp
 import { dependencyOutcome } from '../reactors/dependencies.js';
 import { canonicalJson, commandJobId, eventIdFor, eventIdOf, keyedJobId } from '../ids.js';
 import { plainSubmitId, type JobRecord } from '../store/job-store.js';
-import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, reinstateEvicted, type CommandContext, type CommandMeta } from './handle-command.js';
+import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, reinstatedBySubmitEvent, type CommandContext, type CommandMeta } from './handle-command.js';
 import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
 import type { SubmitCommand } from './validate.js';
@@ -41,8 +41,7 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
   let generation = ctx.keys.generations(spec.queue, canonical);
   let caughtUp = false;
   // A resend of this very command: answer with what it created.
-  const evictedMine = ctx.store.evictedBySubmitEventId(eventId);
-  const mine = ctx.store.bySubmitEventId(eventId) ?? (evictedMine && (await reinstateEvicted(ctx, evictedMine)));
+  const mine = ctx.store.bySubmitEventId(eventId) ?? (await reinstatedBySubmitEvent(ctx, eventId));
   if (mine) {
     assertSameCommand(mine.commandHash, meta);
     return { job_id: mine.jobId, status: mine.state.job.value, created: true };

@@ -246,7 +246,8 @@ export class JobStore {
   /** Folds one recorded event into its job. Idempotent by the event's position. */
   apply(recorded: RecordedJobEvent): ApplyResult {
     const before = this.jobs.get(recorded.jobId);
-    if (!before && this.evictedIndex.size > 0) {
+    // Only an evicted job gets events with no body here; a job.submitted never does (its id is checked before it is decided), so the hot path computes no fingerprint.
+    if (!before && this.evictedIndex.size > 0 && recorded.event.type !== 'job.submitted') {
       const row = this.evictedIndex.rowOf(fingerprintOf(recorded.jobId));
       if (row >= 0) return this.applyToEvicted(row, recorded);
     }
