@@ -192,6 +192,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       for (const line of checkpoint.evicted) {
         store.restoreEvicted(line);
         progress.countRestored(line.queue, line.status);
+        queueIndex.know(line.queue);
       }
       for (const record of checkpoint.aggregates) aggregates.restore(record);
       fromSeq = checkpoint.seq + 1;

@@ -49,6 +49,11 @@ export class QueueIndex {
     if (eviction.record.state.job.value !== 'removed') this.remove(eviction.record.queue, eviction.record.jobId, eviction.record.submitSeq);
   };
 
+  /** A queue whose jobs were all evicted before a restart stays known (its jobs are in the log, and in `progress`). */
+  know(queue: string): void {
+    if (!this.byQueue.has(queue)) this.byQueue.set(queue, { seqs: [], jobIds: [], holes: 0 });
+  }
+
   /** The first index whose submit sequence is above `afterSeq`. */
   private static firstAfter(list: QueueJobs, afterSeq: number): number {
     let lo = 0;
