@@ -252,7 +252,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   router.register('retry', (_queue, body) => retryJob(context, body as RetryCommand));
   router.register('move', (_queue, body) => moveJob(context, body as MoveCommand));
   router.register('promote', (_queue, body) => promoteJob(context, body as PromoteCommand));
-  const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run((await findJob(context, command.job_id)).queue, op, command);
+  // An evicted job's queue is in its compact entry: only the leader reads its body back.
+  const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run(store.queueOf(command.job_id) ?? (await findJob(context, command.job_id)).queue, op, command);
   router.register('group.create', (_lease, body) => createGroup(context, body as GroupCreateCommand, (queue, member) => router.run(queue, 'group.submit', member)));
   router.register('group.submit', (_queue, body) => submitGroupMember(context, body as GroupMemberSubmit));
   router.register('group.decide', (_queue, body) => decideGroupMember(context, body as Parameters<typeof decideGroupMember>[1]));
