@@ -25,6 +25,11 @@ export function fingerprintOf(id: string): Fingerprint {
   return [d.readUInt32LE(0), d.readUInt32LE(4), d.readUInt32LE(8), d.readUInt32LE(12)];
 }
 
+/** The fingerprint a job.submitted event id is found under: apart from every job id's (no id holds a NUL). */
+export function submitEventFingerprintOf(eventId: string): Fingerprint {
+  return fingerprintOf(`\u0000submit:${eventId}`);
+}
+
 export function fingerprintToText(fp: Fingerprint): string {
   const b = Buffer.alloc(16);
   for (let i = 0; i < 4; i++) b.writeUInt32LE(fp[i]!, i * 4);

@@ -7,7 +7,7 @@
  */
 import { evolveJob, INITIAL_JOB_STATE, JOB_EVENT_TYPES, type Envelope, type JobEvent, type JobState, type Position } from '../../machines/index.js';
 import { eventIdOf, isEventIdOf } from '../ids.js';
-import { EvictedIndex, fingerprintOf, type EvictedEntry, type EvictedJob, type Fingerprint } from './evicted-index.js';
+import { EvictedIndex, fingerprintOf, submitEventFingerprintOf, type EvictedEntry, type EvictedJob, type Fingerprint } from './evicted-index.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
 
@@ -164,7 +164,7 @@ export class JobStore {
   /** The evicted job whose job.submitted event has this id (a resent keyed submit finds it). */
   evictedBySubmitEventId(eventId: string): EvictedJob | undefined {
     if (this.evictedIndex.size === 0) return undefined;
-    const row = this.evictedIndex.rowOf(fingerprintOf(eventId));
+    const row = this.evictedIndex.rowOf(submitEventFingerprintOf(eventId));
     return row < 0 ? undefined : this.evictedIndex.entryAt(row);
   }
 
@@ -182,7 +182,7 @@ export class JobStore {
     const record = this.jobs.get(jobId);
     if (!record) return undefined;
     const fingerprints = [fingerprintOf(jobId)];
-    if (this.bySubmitEvent.has(submitIdOf(record))) fingerprints.push(fingerprintOf(submitIdOf(record)));
+    if (this.bySubmitEvent.has(submitIdOf(record))) fingerprints.push(submitEventFingerprintOf(submitIdOf(record)));
     const line: EvictedLine = { fingerprints, queue: record.queue, status: record.state.job.value, outcome, positions: historyOf(record).map((h) => h.seq) };
     // A job read back and evicted again keeps its row (add finds it by its id's fingerprint).
     const entry = this.evictedIndex.entryAt(this.evictedIndex.add(fingerprints, line));

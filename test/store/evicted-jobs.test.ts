@@ -160,6 +160,8 @@ describe('an evicted job', () => {
     store.evict(jobId, 'cancelled');
     expect(store.bySubmitEventId('eFromCommand')).toBeUndefined();
     expect(store.evictedBySubmitEventId('eFromCommand')).toEqual(store.evicted(jobId));
+    // The event id is not a job id: nothing is found under it as one.
+    expect(store.has('eFromCommand')).toBe(false);
   });
 
   test('dependencies: an evicted succeeded job counts as succeeded; an evicted failed chain by what it came to', () => {
