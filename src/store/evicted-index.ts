@@ -94,14 +94,15 @@ export class EvictedIndex {
     return this.rows;
   }
 
-  private find(fp: Fingerprint): number {
+  /** The key index holding this fingerprint, or -1. */
+  private findKey(fp: Fingerprint): number {
     const mask = this.slots.length - 1;
+    const w = this.keyWords;
     for (let s = fp[0] & mask; ; s = (s + 1) & mask) {
       const slot = this.slots[s]!;
       if (slot === 0) return -1;
       const k = (slot - 1) * 4;
-      const w = this.keyWords;
-      if (w[k] === fp[0] && w[k + 1] === fp[1] && w[k + 2] === fp[2] && w[k + 3] === fp[3]) return this.keyRows[slot - 1]!;
+      if (w[k] === fp[0] && w[k + 1] === fp[1] && w[k + 2] === fp[2] && w[k + 3] === fp[3]) return slot - 1;
     }
   }
 
@@ -113,17 +114,11 @@ export class EvictedIndex {
   }
 
   private addKey(fp: Fingerprint, row: number): void {
-    const existing = this.find(fp);
-    if (existing >= 0) {
+    const held = this.findKey(fp);
+    if (held >= 0) {
       // The same id again (a checkpoint segment naming a job evicted before): the newer row wins.
-      const mask = this.slots.length - 1;
-      for (let s = fp[0] & mask; ; s = (s + 1) & mask) {
-        const k = this.slots[s]! - 1;
-        if (this.keyWords[k * 4] === fp[0] && this.keyWords[k * 4 + 1] === fp[1] && this.keyWords[k * 4 + 2] === fp[2] && this.keyWords[k * 4 + 3] === fp[3]) {
-          this.keyRows[k] = row;
-          return;
-        }
-      }
+      this.keyRows[held] = row;
+      return;
     }
     if ((this.keys + 1) * 10 > this.slots.length * 7) {
       this.slots = new Uint32Array(this.slots.length * 2);
@@ -179,7 +174,9 @@ export class EvictedIndex {
 
   /** The row of the job found under this fingerprint, or -1. */
   rowOf(fp: Fingerprint): number {
-    return this.rows === 0 ? -1 : this.find(fp);
+    if (this.rows === 0) return -1;
+    const key = this.findKey(fp);
+    return key < 0 ? -1 : this.keyRows[key]!;
   }
 
   statusAt(row: number): JobStatus {
