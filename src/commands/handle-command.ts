@@ -108,14 +108,16 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   // check to append() nothing awaits, so no other decision on this job comes between.
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   // A resent submit: its event (this id) already created a job, perhaps under another derived id.
-  const mine = ctx.store.bySubmitEventId(event.id) ?? (await reinstatedBySubmitEvent(ctx, event.id));
+  // No await unless a job was found (the append below must follow the checks without one).
+  const found = jobOfSubmitEvent(ctx, event.id);
+  const mine = found instanceof Promise ? await found : found;
   if (mine) {
     assertSameCommand(mine.commandHash, event.meta);
     return { record: mine, created: true };
   }
   // A job of this id whose body was evicted: read back, it answers as it would have (no append follows this await).
   const evicted = ctx.store.get(jobId) === undefined ? ctx.store.evicted(jobId) : undefined;
-  const existing = evicted ? await reinstateEvicted(ctx, evicted) : ctx.store.get(jobId);
+  const existing = evicted === undefined ? ctx.store.get(jobId) : await reinstateEvicted(ctx, evicted);
   if (existing) {
     const resent = isSubmitOf(existing, event.id);
     if (resent) assertSameCommand(existing.commandHash, event.meta);
@@ -164,8 +166,14 @@ export async function reinstateEvicted(ctx: Pick<CommandContext, 'store' | 'read
   return ctx.store.get(record.jobId) ?? record;
 }
 
-/** The evicted job that the job.submitted with this id created, read back; undefined when none was evicted. */
-export async function reinstatedBySubmitEvent(ctx: Pick<CommandContext, 'store' | 'readCommit'>, eventId: string): Promise<JobRecord | undefined> {
+/**
+ * The job the job.submitted with this id created: in memory, or evicted and read back. Awaits
+ * only when it reads one back: a caller that goes on to append relies on no await between its
+ * checks and the append when nothing was found.
+ */
+export function jobOfSubmitEvent(ctx: Pick<CommandContext, 'store' | 'readCommit'>, eventId: string): JobRecord | Promise<JobRecord> | undefined {
+  const record = ctx.store.bySubmitEventId(eventId);
+  if (record) return record;
   const entry = ctx.store.evictedBySubmitEventId(eventId);
   return entry === undefined ? undefined : reinstateEvicted(ctx, entry);
 }

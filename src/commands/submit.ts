@@ -10,7 +10,7 @@ import { DocketError, InvalidRequestError, UnavailableError, coerceError, excerp
 import { dependencyOutcome } from '../reactors/dependencies.js';
 import { canonicalJson, commandJobId, eventIdFor, eventIdOf, keyedJobId } from '../ids.js';
 import { plainSubmitId, type JobRecord } from '../store/job-store.js';
-import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, reinstatedBySubmitEvent, type CommandContext, type CommandMeta } from './handle-command.js';
+import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, jobOfSubmitEvent, type CommandContext, type CommandMeta } from './handle-command.js';
 import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
 import type { SubmitCommand } from './validate.js';
@@ -41,7 +41,8 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
   let generation = ctx.keys.generations(spec.queue, canonical);
   let caughtUp = false;
   // A resend of this very command: answer with what it created.
-  const mine = ctx.store.bySubmitEventId(eventId) ?? (await reinstatedBySubmitEvent(ctx, eventId));
+  const found = jobOfSubmitEvent(ctx, eventId);
+  const mine = found instanceof Promise ? await found : found;
   if (mine) {
     assertSameCommand(mine.commandHash, meta);
     return { job_id: mine.jobId, status: mine.state.job.value, created: true };
