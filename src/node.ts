@@ -11,7 +11,7 @@ import { registerJobSetCommands } from './commands/jobset-commands.js';
 import { CommandService } from './commands/command-service.js';
 import { findJob, type CommandContext } from './commands/handle-command.js';
 import { cancelJob, moveJob, promoteJob, retryJob } from './commands/job-commands.js';
-import { getJob, listJobs, progressOf, type QueryContext } from './commands/queries.js';
+import { getJobOrEvicted, listJobs, progressOf, type QueryContext } from './commands/queries.js';
 import { replyBudget } from './commands/reply.js';
 import { flowSummary, holdOf, listReservations, showQueue, type FlowViewContext } from './commands/flow-queries.js';
 import { assertKnownQueue, pauseQueue, resumeQueue, setQueue } from './commands/queue-commands.js';
@@ -34,6 +34,8 @@ import { WorkService } from './dispatch/work-service.js';
 import { InvalidRequestError } from './errors.js';
 import { LeaseKeeper } from './reactors/leases.js';
 import { Retrier } from './reactors/retrier.js';
+import { DEFAULT_FINISHED_RETENTION_MS, Evictor } from './reactors/evictor.js';
+import { commitReader } from './store/evicted-jobs.js';
 import { submitCommand, submitPart, type SubmitItemReply, type SubmitPart } from './commands/submit.js';
 import { validate, validateSubmit } from './commands/validate.js';
 import { randomIds, type IdSource } from './ids.js';
@@ -91,6 +93,12 @@ export interface DocketOptions {
   readonly leadershipLeaseMs?: number;
   /** When the log tail stops following the stream while this node is the only writer (LogTail). */
   readonly tail?: Pick<LogTailOptions, 'soloAfterMs' | 'checkEveryMs'>;
+  /**
+   * How long a finished job's body stays in memory after its last event (src/reactors/evictor.ts);
+   * then only a compact entry stays and `get` reads it back from the log. `DOCKET_FINISHED_RETENTION_MS` for `docket up`.
+   * @defaultValue 3600000 (one hour)
+   */
+  readonly finishedRetentionMs?: number;
 }
 
 export interface DocketNode {
@@ -109,6 +117,8 @@ export interface DocketNode {
   readonly commands: CommandService;
   readonly leadership: Leadership;
   readonly leases: LeaseKeeper;
+  /** Evicts finished jobs' bodies after the retention period (tests await its sweeps). */
+  readonly evictor: Evictor;
   dispatcher(queue: string): QueueDispatcher | undefined;
   readonly context: CommandContext;
   readonly log: Logger;
@@ -167,6 +177,11 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const queueIndex = new QueueIndex();
   const flowCounts = new FlowCounts((queue) => aggregates.stateOf<QueueContext>('queue', queue).context.settings);
   for (const projection of [queueOrder, progress, keys, queueIndex, flowCounts]) store.onChange(projection.apply);
+  // Before the checkpoint is restored and the log folded: every finished job is noted as it is seen.
+  const evictor = new Evictor(options.finishedRetentionMs ?? DEFAULT_FINISHED_RETENTION_MS, root.child({ component: 'evictor' }));
+  store.onChange(evictor.apply);
+  store.onReinstate(evictor.reinstated);
+  store.onEvict(queueIndex.evict);
 
   const checkpointFile = options.dataDir === undefined ? undefined : new CheckpointFile(join(options.dataDir, 'checkpoint.json'), streamCreated);
   let fromSeq = 1;
@@ -175,6 +190,11 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     const checkpoint = await checkpointFile.read();
     if (checkpoint && checkpoint.seq <= lastSeqAtStart) {
       for (const record of checkpoint.records) store.restore(record);
+      for (const line of checkpoint.evicted) {
+        store.restoreEvicted(line);
+        progress.countRestored(line.queue, line.status);
+        queueIndex.know(line.queue);
+      }
       for (const record of checkpoint.aggregates) aggregates.restore(record);
       fromSeq = checkpoint.seq + 1;
       log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length, aggregates: checkpoint.aggregates.length, ms: Date.now() - restoring }, 'checkpoint restored');
@@ -183,6 +203,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     store.onChange((change) => {
       if (change.recorded) checkpointFile.changed(change.after.jobId);
     });
+    store.onEvict((eviction) => checkpointFile.evicted(eviction.record.jobId, eviction.line));
   }
 
   // The appends go out on a connection of their own, opened with noEcho, when the node owns its
@@ -212,6 +233,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   // Replies and live events leave together, one socket write per turn (src/nats/outbox.ts).
   const outbox = new Outbox(appendNc, root.child({ component: 'outbox' }));
   const writers = new PartitionWriters({ appendNc, outbox, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
+  const readCommit = commitReader(jsm);
   const context: CommandContext = {
     store,
     aggregates,
@@ -222,11 +244,12 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     node: name,
     log,
     catchUp,
+    readCommit,
     writer: (queue) => writers.writer(queue),
     handOff: (queue, writer, submits) => dispatchers.get(queue)?.handOff(writer, submits) ?? [],
   };
   const flowView: FlowViewContext = { store, aggregates, counts: flowCounts, queueOrder, clock };
-  const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc), holdOf: (record) => holdOf(flowView, record), flowOf: (queue) => flowSummary(flowView, queue) };
+  const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc), holdOf: (record) => holdOf(flowView, record), flowOf: (queue) => flowSummary(flowView, queue), readCommit };
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   // A queue with no live job, no parked claim and nothing in its writer needs no leader.
@@ -245,7 +268,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   router.register('retry', (_queue, body) => retryJob(context, body as RetryCommand));
   router.register('move', (_queue, body) => moveJob(context, body as MoveCommand));
   router.register('promote', (_queue, body) => promoteJob(context, body as PromoteCommand));
-  const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run((await findJob(context, command.job_id)).queue, op, command);
+  // An evicted job's queue is in its compact entry: only the leader reads its body back.
+  const onItsLeader = async (op: string, command: { job_id: string }): Promise<Record<string, unknown>> => router.run(store.queueOf(command.job_id) ?? (await findJob(context, command.job_id)).queue, op, command);
   router.register('group.create', (_lease, body) => createGroup(context, body as GroupCreateCommand, (queue, member) => router.run(queue, 'group.submit', member)));
   router.register('group.submit', (_queue, body) => submitGroupMember(context, body as GroupMemberSubmit));
   router.register('group.decide', (_queue, body) => decideGroupMember(context, body as Parameters<typeof decideGroupMember>[1]));
@@ -269,7 +293,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   commands.register('retry', (body) => onItsLeader('retry', validate(retrySchema, body)));
   commands.register('move', (body) => onItsLeader('move', validate(moveSchema, body)));
   commands.register('promote', (body) => onItsLeader('promote', validate(promoteSchema, body)));
-  commands.register('get', (body) => getJob(queries, validate(getSchema, body)));
+  commands.register('get', (body) => getJobOrEvicted(queries, validate(getSchema, body)));
   commands.register('list', (body) => listJobs(queries, validate(listSchema, body)));
   commands.register('progress', (body) => progressOf(queries, validate(progressSchema, body)));
   commands.register('pause', (body) => onKnownQueue('pause', validate(pauseSchema, body)));
@@ -431,6 +455,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   });
   leases.start();
   undo.push(() => leases.stop());
+  evictor.start(context);
+  undo.push(() => evictor.stop());
   const work = new WorkService(nc, context, leadership, router, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }), outbox);
 
   undo.push(() => router.stop());
@@ -456,6 +482,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     commands,
     leadership,
     leases,
+    evictor,
     dispatcher: (queue) => dispatchers.get(queue),
     context,
     log,
@@ -470,6 +497,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       await commands.stop();
       await router.stop();
       leases.stop();
+      evictor.stop();
       reservationExpirer.stop();
       scheduleTicker.stop();
       await leadership.stop();

@@ -14,6 +14,8 @@ export interface CliEnvironment {
   readonly localNatsPort: number | undefined;
   /** `NATS_SERVER_BIN`: the nats-server binary `docket up` starts. */
   readonly natsServerBin: string | undefined;
+  /** `DOCKET_FINISHED_RETENTION_MS`: how long `docket up` keeps a finished job's body in memory. */
+  readonly finishedRetentionMs: number | undefined;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
@@ -22,11 +24,13 @@ function nonEmpty(value: string | undefined): string | undefined {
 
 export function readEnvironment(env: NodeJS.ProcessEnv = process.env): CliEnvironment {
   const localPort = nonEmpty(env['DOCKET_LOCAL_NATS_PORT']);
+  const retention = nonEmpty(env['DOCKET_FINISHED_RETENTION_MS']);
   return {
     natsUrl: nonEmpty(env['NATS_URL']),
     logLevel: nonEmpty(env['DOCKET_LOG_LEVEL']),
     localNatsPort: localPort === undefined ? undefined : parsePort(localPort, 'DOCKET_LOCAL_NATS_PORT'),
     natsServerBin: nonEmpty(env['NATS_SERVER_BIN']),
+    finishedRetentionMs: retention === undefined ? undefined : parsePositiveInteger(retention, 'DOCKET_FINISHED_RETENTION_MS'),
   };
 }
 

@@ -87,6 +87,7 @@ async function upAction(flags: UpFlags): Promise<void> {
       dataDir: resolve(flags.dataDir),
       logger: root,
       ...(flags.nodeName === undefined ? {} : { nodeName: flags.nodeName }),
+      ...(env.finishedRetentionMs === undefined ? {} : { finishedRetentionMs: env.finishedRetentionMs }),
     });
   } catch (err) {
     await local?.stop();

@@ -49,7 +49,7 @@ export function groupViewOf(record: AggregateRecord<GroupContext>, store: JobSto
     created_at: c.created_at,
     ended_at: c.ended_at,
     // A member not submitted yet (a create resumed by the next sys leader) shows as `new`.
-    members: c.members.map((m) => ({ job_id: m.job_id, queue: m.queue, status: store.get(m.job_id)?.state.job.value ?? 'new' })),
+    members: c.members.map((m) => ({ job_id: m.job_id, queue: m.queue, status: store.statusOf(m.job_id) ?? 'new' })),
   };
 }
 

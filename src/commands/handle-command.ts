@@ -14,6 +14,8 @@ import type { KeyIndex } from '../projections/key-index.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
 import { historyOf, holdsEvent, isSubmitOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import type { LogTail } from '../store/log-tail.js';
+import { readEvictedJob, type CommitReader } from '../store/evicted-jobs.js';
+import type { EvictedJob } from '../store/evicted-index.js';
 import { SYS_LEASE } from '../nats/subjects.js';
 import type { AggregateRecord, AggregateStore } from '../store/aggregate-store.js';
 import type { HandedOff } from '../dispatch/dispatcher.js';
@@ -44,6 +46,8 @@ export interface CommandContext {
    * each handed submit is appended with its claim (one commit), the rest are the caller's to append.
    */
   handOff?(queue: string, writer: PartitionWriter, submits: readonly JobEventOf<'job.submitted'>[]): readonly HandedOff[];
+  /** Reads a commit by stream sequence: how an evicted job's body is read back (absent: evicted jobs stay evicted). */
+  readonly readCommit?: CommitReader;
   readonly log: Logger;
 }
 
@@ -110,12 +114,16 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
   // check to append() nothing awaits, so no other decision on this job comes between.
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   // A resent submit: its event (this id) already created a job, perhaps under another derived id.
-  const mine = ctx.store.bySubmitEventId(event.id);
+  // No await unless a job was found (the append below must follow the checks without one).
+  const found = jobOfSubmitEvent(ctx, event.id);
+  const mine = found instanceof Promise ? await found : found;
   if (mine) {
     assertSameCommand(mine.commandHash, event.meta);
     return { record: mine, created: true };
   }
-  const existing = ctx.store.get(jobId);
+  // A job of this id whose body was evicted: read back, it answers as it would have (no append follows this await).
+  const evicted = ctx.store.get(jobId) === undefined ? ctx.store.evicted(jobId) : undefined;
+  const existing = evicted === undefined ? ctx.store.get(jobId) : await reinstateEvicted(ctx, evicted);
   if (existing) {
     const resent = isSubmitOf(existing, event.id);
     if (resent) assertSameCommand(existing.commandHash, event.meta);
@@ -166,10 +174,36 @@ export interface Transitioned {
   readonly position: Position;
 }
 
-/** The job, looked up again once caught up when this node has not seen it (created elsewhere a moment ago). */
+/**
+ * An evicted job's body read back from the log and put back in the store, so a command on it
+ * is decided as before its eviction (a resend finds its own event; a retry finds its job).
+ * The next sweep evicts it again.
+ */
+export async function reinstateEvicted(ctx: Pick<CommandContext, 'store' | 'readCommit'>, entry: EvictedJob): Promise<JobRecord> {
+  if (ctx.readCommit === undefined) throw new NotFoundError('the job was evicted from memory and this node cannot read the log');
+  const record = await readEvictedJob(ctx.readCommit, entry);
+  ctx.store.reinstate(record);
+  return ctx.store.get(record.jobId) ?? record;
+}
+
+/**
+ * The job the job.submitted with this id created: in memory, or evicted and read back. Awaits
+ * only when it reads one back: a caller that goes on to append relies on no await between its
+ * checks and the append when nothing was found.
+ */
+export function jobOfSubmitEvent(ctx: Pick<CommandContext, 'store' | 'readCommit'>, eventId: string): JobRecord | Promise<JobRecord> | undefined {
+  const record = ctx.store.bySubmitEventId(eventId);
+  if (record) return record;
+  const entry = ctx.store.evictedBySubmitEventId(eventId);
+  return entry === undefined ? undefined : reinstateEvicted(ctx, entry);
+}
+
+/** The job, looked up again once caught up when this node has not seen it (created elsewhere a moment ago); an evicted job is read back. */
 export async function findJob(ctx: CommandContext, jobId: string): Promise<JobRecord> {
   let record = ctx.store.get(jobId);
   if (!record) {
+    const entry = ctx.store.evicted(jobId);
+    if (entry) return reinstateEvicted(ctx, entry);
     await ctx.catchUp();
     record = ctx.store.get(jobId);
   }

@@ -37,7 +37,7 @@ import type { Progress } from '../projections/progress.js';
 import type { QueueIndex } from '../projections/queue-index.js';
 import type { JobRecord } from '../store/job-store.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
-import { aggregateEnvelope, assertSameCommand, commandMetaOf, envelope, transitionAggregate, type CommandContext, type CommandMeta } from './handle-command.js';
+import { aggregateEnvelope, assertSameCommand, commandMetaOf, envelope, jobOfSubmitEvent, transitionAggregate, type CommandContext, type CommandMeta } from './handle-command.js';
 import { deleteSchema, ignoreSchema, jobSetPutSchema, jobSetShowSchema, refreshSchema, type DeleteCommand, type IgnoreCommand, type JobSetPutCommand, type JobSetShowCommand, type RefreshCommand } from './jobset-schemas.js';
 import { JobSetDefaults } from './limits.js';
 import { freeKeyedJobId, submittedEvent } from './submit.js';
@@ -337,7 +337,8 @@ export async function ignoreKey(deps: JobSetDeps, command: IgnoreCommand): Promi
   const reason = body.reason ?? null;
   const submitId = id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(id, `ignore:${queue}`);
   if (id !== undefined) {
-    const mine = ctx.store.bySubmitEventId(submitId);
+    const found = jobOfSubmitEvent(ctx, submitId);
+    const mine = found instanceof Promise ? await found : found;
     if (mine) {
       assertSameCommand(mine.commandHash, meta);
       return { queue, job_id: mine.jobId, status: 'ignored', created: false };

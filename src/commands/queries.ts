@@ -6,6 +6,7 @@ import type { QueueIndex } from '../projections/queue-index.js';
 import type { QueueOrder } from '../projections/queue-order.js';
 import { historyOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import { errorSummary } from './error-record.js';
+import { readEvictedJob, type CommitReader } from '../store/evicted-jobs.js';
 import { Limits } from './limits.js';
 import type { GetCommand, ListCommand, ProgressCommand } from './schemas.js';
 
@@ -90,6 +91,8 @@ export interface QueryContext {
   readonly flowOf?: (queue: string) => Record<string, unknown>;
   /** What holds a waiting job (flow control), for `get`; without it `get` says nothing of it. */
   readonly holdOf?: (record: JobRecord) => { readonly reason: string; readonly detail: string; readonly until?: string } | null;
+  /** Reads a commit by stream sequence: how `get` answers for a job whose body was evicted. */
+  readonly readCommit?: CommitReader;
 }
 
 function jsonBytes(value: unknown): number {
@@ -107,6 +110,20 @@ class Room {
   }
 }
 
+/**
+ * A job's detail. A finished job whose body was evicted from memory is read back from the log
+ * by its events' positions and answered the same, with `evicted: true` (the store keeps no
+ * copy: reading old jobs costs no memory).
+ */
+export async function getJobOrEvicted(ctx: QueryContext, command: GetCommand) {
+  const entry = ctx.store.get(command.job_id) === undefined ? ctx.store.evicted(command.job_id) : undefined;
+  if (entry !== undefined && ctx.readCommit !== undefined) {
+    return { ...toDetail(await readEvictedJob(ctx.readCommit, entry), ctx.replyBudget?.() ?? Infinity), evicted: true as const };
+  }
+  return getJob(ctx, command);
+}
+
+/** The detail of a job whose body is in memory. */
 export function getJob(ctx: QueryContext, command: GetCommand) {
   const record = ctx.store.get(command.job_id);
   if (!record) throw new NotFoundError(`job ${command.job_id} not found`, { details: { job_id: command.job_id } });

@@ -121,6 +121,7 @@ export const replyOkSchemas = {
       .describe('The current or last run, or null when the job never ran.'),
     history: z.array(z.looseObject({ seq: z.int(), index: z.int(), type: z.string(), time: z.string(), id: z.string() })).describe("The job's events, oldest first."),
     truncated: z.literal(true).describe('The history was cut to fit the max payload.').optional(),
+    evicted: z.literal(true).describe("The job had finished and its body had left the node's memory after the retention period (DOCKET_FINISHED_RETENTION_MS): this answer was read back from the log.").optional(),
     held: z.looseObject({ reason: z.string(), detail: z.string(), until: z.string().optional() }).describe('What holds this queued, due job now (flow control: pause, reservation, a limit of the queue or of its concurrency_key).').optional(),
   }),
   list: ok({

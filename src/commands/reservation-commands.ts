@@ -99,7 +99,7 @@ export async function reserve(ctx: CommandContext, command: ReserveCommand): Pro
 
   let claimed: ClaimedJob | undefined;
   if (command.job !== undefined && jobId !== null) {
-    if (ctx.store.get(jobId)) throw new ConflictError(`job ${jobId} exists already; send a new command id`, { details: { job_id: jobId } });
+    if (ctx.store.has(jobId)) throw new ConflictError(`job ${jobId} exists already; send a new command id`, { details: { job_id: jobId } });
     // A direct job may name a template too (its queue must still be the reserved one).
     const made = applyTemplate(command.job, ctx.aggregates);
     const submitted = submittedEvent(ctx, made.spec, jobId, command.id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(command.id, jobId), meta, false, made.madeFrom);

@@ -10,7 +10,7 @@ import { DocketError, InvalidRequestError, UnavailableError, coerceError, excerp
 import { dependencyOutcome } from '../reactors/dependencies.js';
 import { canonicalJson, commandJobId, eventIdFor, eventIdOf, keyedJobId } from '../ids.js';
 import { plainSubmitId, type JobRecord } from '../store/job-store.js';
-import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, type CommandContext, type CommandMeta } from './handle-command.js';
+import { assertSameCommand, commandMetaOf, createJob, createNewJobs, envelope, jobOfSubmitEvent, type CommandContext, type CommandMeta } from './handle-command.js';
 import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
 import type { SubmitCommand } from './validate.js';
@@ -31,7 +31,7 @@ export type SubmitItemReply = ({ ok: true } & SubmitItemResult) | { ok: false; e
 export function freeKeyedJobId(ctx: Pick<CommandContext, 'store' | 'keys'>, queue: string, canonical: string, generation: number = ctx.keys.generations(queue, canonical)): { jobId: string; generation: number } {
   for (;; generation++) {
     const jobId = keyedJobId(queue, canonical, generation);
-    if (ctx.store.get(jobId) === undefined) return { jobId, generation };
+    if (!ctx.store.has(jobId)) return { jobId, generation };
   }
 }
 
@@ -41,7 +41,8 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
   let generation = ctx.keys.generations(spec.queue, canonical);
   let caughtUp = false;
   // A resend of this very command: answer with what it created.
-  const mine = ctx.store.bySubmitEventId(eventId);
+  const found = jobOfSubmitEvent(ctx, eventId);
+  const mine = found instanceof Promise ? await found : found;
   if (mine) {
     assertSameCommand(mine.commandHash, meta);
     return { job_id: mine.jobId, status: mine.state.job.value, created: true };
@@ -57,8 +58,9 @@ async function submitKeyed(ctx: CommandContext, spec: JobSpec, key: JobKey, even
     }
     if (live) return { job_id: live, status: ctx.store.get(live)?.state.job.value ?? 'queued', created: false };
     const jobId = keyedJobId(spec.queue, canonical, generation);
-    const existing = ctx.store.get(jobId);
-    if (existing && !isLive(existing)) {
+    // An evicted job has ended: like any ended job of the key, it sends the submit to the next generation.
+    const existing = ctx.store.statusOf(jobId);
+    if (existing !== undefined && !isLiveStatus(existing)) {
       generation += 1;
       continue;
     }

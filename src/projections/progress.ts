@@ -54,18 +54,25 @@ export class Progress {
   private readonly removedByQueue = new Map<string, number>();
 
   readonly apply = (change: JobChange): void => {
-    let counts = this.byQueue.get(change.after.queue);
+    this.count(change.after.queue, change.before?.state.job.value, change.after.state.job.value);
+  };
+
+  private count(queue: string, before: JobStatus | undefined, after: JobStatus): void {
+    let counts = this.byQueue.get(queue);
     if (!counts) {
       counts = emptyCounts();
-      this.byQueue.set(change.after.queue, counts);
+      this.byQueue.set(queue, counts);
     }
-    const before = change.before?.state.job.value;
-    const after = change.after.state.job.value;
     if (before === after) return;
     if (counted(before)) counts[before] -= 1;
     if (counted(after)) counts[after] += 1;
-    if (after === 'removed') this.removedByQueue.set(change.after.queue, (this.removedByQueue.get(change.after.queue) ?? 0) + 1);
-  };
+    if (after === 'removed') this.removedByQueue.set(queue, (this.removedByQueue.get(queue) ?? 0) + 1);
+  }
+
+  /** An evicted job restored from a checkpoint (no change is heard for it): it counts as it did. */
+  countRestored(queue: string, status: JobStatus): void {
+    this.count(queue, undefined, status);
+  }
 
   /** The queue's counts; `delayed`, when given, goes in after `pending`. */
   of(queue: string, delayed?: number): QueueProgress {

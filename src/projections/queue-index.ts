@@ -1,5 +1,5 @@
 /** Every job of each queue in submit order (stream sequence), for `list` with a cursor. */
-import type { JobChange } from '../store/job-store.js';
+import type { Eviction, JobChange } from '../store/job-store.js';
 
 /**
  * Two parallel arrays rather than an object per job: this index holds every job ever submitted
@@ -43,6 +43,16 @@ export class QueueIndex {
       list.jobIds.splice(i, 0, change.after.jobId);
     }
   };
+
+  /** A finished job whose body left memory (job-store.ts `evict`) leaves `list` as a removed one does; `get` still finds it. */
+  readonly evict = (eviction: Eviction): void => {
+    if (eviction.record.state.job.value !== 'removed') this.remove(eviction.record.queue, eviction.record.jobId, eviction.record.submitSeq);
+  };
+
+  /** A queue whose jobs were all evicted before a restart stays known (its jobs are in the log, and in `progress`). */
+  know(queue: string): void {
+    if (!this.byQueue.has(queue)) this.byQueue.set(queue, { seqs: [], jobIds: [], holes: 0 });
+  }
 
   /** The first index whose submit sequence is above `afterSeq`. */
   private static firstAfter(list: QueueJobs, afterSeq: number): number {

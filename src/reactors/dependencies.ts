@@ -12,7 +12,7 @@ import { envelope, transitionJob, type CommandContext } from '../commands/handle
 import { DocketError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { JobChange, JobRecord } from '../store/job-store.js';
-import { getsRetry, superseded } from './retrier.js';
+import { getsRetry, successorId } from './retrier.js';
 
 export type DependencyOutcome =
   | { readonly kind: 'succeeded' }
@@ -23,22 +23,31 @@ export type DependencyOutcome =
 /** Where a dependency's retry chain stands (undefined: the job is unknown here). */
 export function dependencyOutcome(ctx: Pick<CommandContext, 'store' | 'keys'>, dependencyId: string): DependencyOutcome | undefined {
   let record = ctx.store.get(dependencyId);
-  if (!record) return undefined;
+  if (!record) return evictedOutcome(ctx, dependencyId);
   for (let hops = 0; hops < 10_000; hops++) {
     const status = record.state.job.value;
     if (status === 'succeeded') return { kind: 'succeeded' };
     if (isLiveStatus(status)) return { kind: 'pending', watch: record.jobId };
     if (status === 'failed') {
-      const next = superseded(ctx as CommandContext, record);
+      const nextId = successorId(ctx, record);
+      const next = nextId === undefined ? undefined : ctx.store.get(nextId);
       if (next) {
         record = next;
         continue;
       }
+      if (nextId !== undefined) return evictedOutcome(ctx, nextId);
       if (getsRetry(record)) return { kind: 'pending', watch: record.jobId };
     }
     return { kind: 'ended', jobId: record.jobId, status };
   }
   return { kind: 'pending', watch: record.jobId };
+}
+
+/** An evicted job's chain ended when it was evicted: its entry keeps what it came to. */
+function evictedOutcome(ctx: Pick<CommandContext, 'store'>, jobId: string): DependencyOutcome | undefined {
+  const entry = ctx.store.evicted(jobId);
+  if (entry === undefined) return undefined;
+  return entry.outcome === 'succeeded' ? { kind: 'succeeded' } : { kind: 'ended', jobId, status: entry.outcome };
 }
 
 export class DependencyReleaser {

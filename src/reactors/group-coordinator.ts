@@ -27,7 +27,8 @@ const STARTED = new Set(['running', 'succeeded', 'failed']);
  * chain's last attempt decides, as for a dependency (./dependencies.ts).
  */
 export function memberStatus(ctx: CommandContext, jobId: string): JobStatus | null {
-  const own = ctx.store.get(jobId)?.state.job.value ?? null;
+  // statusOf: an evicted member is known by its compact entry.
+  const own = ctx.store.statusOf(jobId) ?? null;
   if (own !== 'failed') return own;
   const outcome = dependencyOutcome(ctx, jobId);
   if (outcome === undefined) return own;
@@ -142,7 +143,7 @@ export class GroupCoordinator implements SysReactor {
       if (next > 0 && statuses[next] === 'waiting') await decide(members[next]!.queue, { group_id: group, job_id: members[next]!.job_id, action: 'release', reason: null });
     }
     const now = members.map((m) => memberStatus(ctx, m.job_id));
-    const end = deriveGroupEnd(members.map((m, i) => memberEnd(ctx.store.get(m.job_id)?.state.job.value ?? null, now[i]!)));
+    const end = deriveGroupEnd(members.map((m, i) => memberEnd(ctx.store.statusOf(m.job_id) ?? null, now[i]!)));
     if (end !== null) {
       await transitionAggregate(ctx, ref, `group-ended:${group}`, (_s, eventId) => aggregateEnvelope(ctx, 'group.ended', ref, eventId, { status: end }));
       this.options.log.info({ group_id: group, status: end }, 'group ended');

@@ -9,7 +9,7 @@
  */
 import { backoffDelayMs, shouldRetry, type JobEvent } from '../../machines/index.js';
 import { toIso } from '../clock.js';
-import { createJob, envelope, type CommandContext, type CommandMeta, type Created } from '../commands/handle-command.js';
+import { createJob, envelope, findJob, type CommandContext, type CommandMeta, type Created } from '../commands/handle-command.js';
 import { InvalidTransitionError } from '../errors.js';
 import { canonicalJson, eventIdFor, keyedJobId, retryJobId } from '../ids.js';
 import type { Logger } from '../logger.js';
@@ -33,12 +33,21 @@ function retryIdOf(ctx: CommandContext, failed: JobRecord): string {
   return keyedJobId(failed.queue, key, ctx.keys.generations(failed.queue, key));
 }
 
-/** Has the failed job already been followed: its retry, or (keyed) any newer job of its key? */
-export function superseded(ctx: CommandContext, failed: JobRecord): JobRecord | undefined {
+/** The id of the job that followed the failed one: its retry, or (keyed) any newer job of its key; its body may be evicted. */
+export function successorId(ctx: Pick<CommandContext, 'store' | 'keys'>, failed: JobRecord): string | undefined {
   const key = keyOf(failed);
-  if (key === null) return ctx.store.get(retryJobId(failed.jobId, failed.state.job.context.attempt));
+  if (key === null) {
+    const retryId = retryJobId(failed.jobId, failed.state.job.context.attempt);
+    return ctx.store.has(retryId) ? retryId : undefined;
+  }
   const latest = ctx.keys.latestJob(failed.queue, key);
-  return latest !== undefined && latest !== failed.jobId ? ctx.store.get(latest) : undefined;
+  return latest !== undefined && latest !== failed.jobId ? latest : undefined;
+}
+
+/** Has the failed job already been followed: its retry, or (keyed) any newer job of its key? Undefined also when that job's body is evicted (see successorId). */
+export function superseded(ctx: Pick<CommandContext, 'store' | 'keys'>, failed: JobRecord): JobRecord | undefined {
+  const next = successorId(ctx, failed);
+  return next === undefined ? undefined : ctx.store.get(next);
 }
 
 /** What a retry of a job comes to: its retry exists already, or the job.submitted to append. */
@@ -66,6 +75,9 @@ export function planRetry(ctx: CommandContext, failed: JobRecord, options: Retry
     throw new InvalidTransitionError(`only a failed${options.manual ? ' or cancelled' : ''} job can be retried; job ${failed.jobId} is ${status}`);
   }
   const next = superseded(ctx, failed);
+  const evicted = next === undefined ? successorId(ctx, failed) : undefined;
+  // createRetry reads an evicted follower back first; a synchronous caller is told.
+  if (evicted !== undefined) throw new InvalidTransitionError(`job ${failed.jobId} was followed by job ${evicted}, which has ended`, { details: { job_id: evicted } });
   if (next) {
     if (next.state.job.context.retry_of === failed.jobId) return { kind: 'exists', record: next };
     throw new InvalidTransitionError(`job ${failed.jobId} is superseded by job ${next.jobId} of the same key`, { details: { job_id: next.jobId } });
@@ -97,6 +109,8 @@ export function planRetry(ctx: CommandContext, failed: JobRecord, options: Retry
 
 /** Creates the retry of a failed (or, by hand, cancelled) job. Idempotent by its derived id. */
 export async function createRetry(ctx: CommandContext, failed: JobRecord, options: RetryOptions): Promise<Created> {
+  const next = successorId(ctx, failed);
+  if (next !== undefined && ctx.store.get(next) === undefined) await findJob(ctx, next);
   const plan = planRetry(ctx, failed, options);
   if (plan.kind === 'exists') return { record: plan.record, created: false };
   return createJob(ctx, plan.event);
@@ -122,7 +136,7 @@ export class Retrier {
 
   private needsRetry(record: JobRecord): boolean {
     // Its retry exists, or (keyed) a newer job of the key supersedes it: one live job per key.
-    return getsRetry(record) && superseded(this.ctx, record) === undefined;
+    return getsRetry(record) && successorId(this.ctx, record) === undefined;
   }
 
   readonly apply = (change: JobChange): void => {

@@ -202,7 +202,7 @@ export class ScheduleTicker implements SysReactor, FireSink {
       if (record.kind !== 'schedule') continue;
       const state = record.state as ScheduleState;
       const last = state.context.last_fired;
-      if (last === null || ctx.store.get(last.job_id) !== undefined) continue;
+      if (last === null || ctx.store.has(last.job_id)) continue;
       const templateName = state.context.spec?.template ?? null;
       const template = templateName === null ? null : (ctx.aggregates.get('template', templateName)?.state as never);
       const job = jobOfFire(state, template ?? null, last.tick, last.job_id, last.trigger);

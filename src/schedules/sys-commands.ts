@@ -101,7 +101,7 @@ export function scheduleViewOf(ctx: Pick<CommandContext, 'store' | 'clock'>, nam
   const c = state.context;
   const from = Math.max(ctx.clock.now(), c.handled_until === null ? -Infinity : Date.parse(c.handled_until));
   const next = state.value === 'enabled' && c.spec !== null ? nextTicks(c.spec, from, NEXT_IN_VIEW) : [];
-  const last = c.last_fired === null ? null : { ...c.last_fired, job_status: ctx.store.get(c.last_fired.job_id)?.state.job.value ?? null };
+  const last = c.last_fired === null ? null : { ...c.last_fired, job_status: ctx.store.statusOf(c.last_fired.job_id) ?? null };
   return {
     name,
     status: state.value,
@@ -334,7 +334,7 @@ export async function triggerSchedule(ctx: CommandContext, sink: FireSink, comma
     const last = record.state.context.last_fired;
     const tick = last !== null && last.job_id === jobId ? last.tick : null;
     const job = tick === null ? null : jobOfFire(record.state as ScheduleState, templateOf(ctx, record.state.context.spec?.template ?? null), tick, jobId, 'manual');
-    if (job !== null && ctx.store.get(jobId) === undefined) await sink.deliver(null, [job]);
+    if (job !== null && !ctx.store.has(jobId)) await sink.deliver(null, [job]);
     return { schedule: command.name, tick: tick ?? '', job_id: jobId, replayed: true };
   }
   const { tick, job } = fired as { tick: string; job: ScheduledJob };
@@ -362,7 +362,7 @@ export async function backfillSchedule(ctx: CommandContext, sink: FireSink, comm
     for (const e of settled) after = evolveAggregate(after, aggregateEnvelope(ctx, e.type, ref, e.id, e.data as never) as AggregateEvent)! as ScheduleState;
     const handledUntil = after.context.handled_until === null ? -Infinity : Date.parse(after.context.handled_until);
     const past = ticks.filter((t) => Date.parse(t) <= handledUntil);
-    const result = backfillFires(after, templateOf(ctx, after.context.spec?.template ?? null), past, (jobId) => sink.pending.has(jobId) || ctx.store.get(jobId) !== undefined);
+    const result = backfillFires(after, templateOf(ctx, after.context.spec?.template ?? null), past, (jobId) => sink.pending.has(jobId) || ctx.store.has(jobId));
     for (const job of result.jobs) sink.pending.add(job.job_id);
     fired = result.events.map((e) => ('tick' in e.data ? e.data.tick : ''));
     skipped = [...result.skipped, ...ticks.filter((t) => Date.parse(t) > handledUntil)];
@@ -403,6 +403,6 @@ export function listSchedules(ctx: CommandContext, command: ScheduleListCommand)
 
 /** Whether a job counts as live for the overlap policy: waiting, queued or running, or not folded yet. */
 export function isFiredJobLive(ctx: Pick<CommandContext, 'store'>, jobId: string): boolean {
-  const record = ctx.store.get(jobId);
-  return record === undefined || isLiveStatus(record.state.job.value);
+  const status = ctx.store.statusOf(jobId);
+  return status === undefined || isLiveStatus(status);
 }

@@ -87,7 +87,7 @@ export function registerScheduleCommands(w: ScheduleWiring): ScheduleTicker {
       await w.runOnLeader(job.queue, 'schedule.submit', job);
     },
     cancel: async (jobId) => {
-      const queue = ctx.store.get(jobId)?.queue;
+      const queue = ctx.store.queueOf(jobId);
       if (queue !== undefined) await w.runOnLeader(queue, 'cancel', { job_id: jobId, reason: 'cancel_other: the next fire of its schedule' });
     },
   });

@@ -22,11 +22,12 @@ import { mkdir, open, rename, rm, truncate, type FileHandle } from 'node:fs/prom
 import { dirname } from 'node:path';
 import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
 import { JobDefaults } from '../commands/limits.js';
-import { NO_EVENTS, type HistoryEntry, type JobRecord } from './job-store.js';
+import { NO_EVENTS, type EvictedLine, type HistoryEntry, type JobRecord } from './job-store.js';
+import { fingerprintFromText, fingerprintToText } from './evicted-index.js';
 import type { AggregateRecord } from './aggregate-store.js';
 
-/** 6: a job's depends_on after its concurrency_key. 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
-const FORMAT = 6;
+/** 7: evicted jobs (compact lines; a segment's names the job whose earlier record it ends). 6: a job's depends_on after its concurrency_key. 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
+const FORMAT = 7;
 /** Records per line and per write: large enough to be fast, small enough not to stall commands. */
 const CHUNK_RECORDS = 2_000;
 /** When the file is rewritten whole: it holds more than `ratio` times the live records, plus `slack`. */
@@ -47,11 +48,32 @@ interface AggregatesLine {
   readonly aggregates: readonly AggregateRecord[];
 }
 
+/**
+ * Evicted jobs (job-store.ts `evict`): [job id, or 0 in a whole rewrite (no earlier record to
+ * end), fingerprints (base64url, the id's first), status, outcome, queue, event positions].
+ */
+type EvictedTuple = [jobId: string | 0, fingerprints: string[], status: EvictedLine['status'], outcome: EvictedLine['outcome'], queue: string, positions: number[]];
+
+interface EvictedLines {
+  readonly evicted: readonly EvictedTuple[];
+}
+
+function toEvictedTuple(jobId: string | 0, line: EvictedLine): EvictedTuple {
+  return [jobId, line.fingerprints.map(fingerprintToText), line.status, line.outcome, line.queue, [...line.positions]];
+}
+
+function fromEvictedTuple(tuple: EvictedTuple): EvictedLine {
+  const [, fingerprints, status, outcome, queue, positions] = tuple;
+  return { fingerprints: fingerprints.map(fingerprintFromText), status, outcome, queue, positions };
+}
+
 interface SealLine {
   /** Every event up to this stream sequence is in the records so far. */
   readonly seal: number;
   /** Records in the segment this line ends. */
   readonly records: number;
+  /** Evicted jobs in the segment this line ends (absent: none). */
+  readonly evicted_jobs?: number;
 }
 
 export interface Checkpoint {
@@ -59,6 +81,8 @@ export interface Checkpoint {
   readonly records: readonly JobRecord[];
   /** The non-job aggregates (queues, reservations, ...) as of the last seal: few, so each segment holds them all. */
   readonly aggregates: readonly AggregateRecord[];
+  /** Jobs whose bodies were evicted (compact entries). */
+  readonly evicted: readonly EvictedLine[];
   /** Record lines in the file's sealed segments (superseded ones included): the compaction measure. */
   readonly recordsInFile: number;
   /** Byte length of the sealed part: anything after it is a torn segment. */
@@ -68,8 +92,10 @@ export interface Checkpoint {
 /** What the writer needs of the job store. */
 export interface CheckpointSource {
   readonly size: number;
+  readonly evictedCount: number;
   get(jobId: string): JobRecord | undefined;
   values(): IterableIterator<JobRecord>;
+  evictedLines(): EvictedLine[];
 }
 
 /**
@@ -167,12 +193,22 @@ async function writeRecords(file: FileHandle, records: Iterable<JobRecord | unde
   return count;
 }
 
+async function writeEvicted(file: FileHandle, tuples: readonly EvictedTuple[]): Promise<number> {
+  for (let i = 0; i < tuples.length; i += CHUNK_RECORDS) {
+    await file.write(`${JSON.stringify({ evicted: tuples.slice(i, i + CHUNK_RECORDS) } satisfies EvictedLines)}\n`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return tuples.length;
+}
+
 /**
  * The checkpoint file of one node: tracks which jobs changed since the last write and writes
  * them as the next segment. Not re-entrant: the caller serialises writes.
  */
 export class CheckpointFile {
   private dirty = new Set<string>();
+  /** Jobs evicted since the last write, with their entries. */
+  private evictions = new Map<string, EvictedLine>();
   /** Record lines in the file; undefined until the file is known good (forces a full write). */
   private recordsInFile: number | undefined;
 
@@ -185,6 +221,11 @@ export class CheckpointFile {
   /** Notes a job changed by an event (restores from the checkpoint itself are not changes). */
   changed(jobId: string): void {
     this.dirty.add(jobId);
+  }
+
+  /** Notes a job whose body was evicted: the next segment ends its record. */
+  evicted(jobId: string, line: EvictedLine): void {
+    this.evictions.set(jobId, line);
   }
 
   /** Reads the file; when usable, later writes append to it. */
@@ -202,7 +243,10 @@ export class CheckpointFile {
   async write(seq: number, store: CheckpointSource, aggregates: readonly AggregateRecord[] = []): Promise<{ records: number; full: boolean }> {
     const ids = this.dirty;
     this.dirty = new Set();
-    const full = this.recordsInFile === undefined || this.recordsInFile + ids.size > this.compaction.ratio * store.size + this.compaction.slack;
+    const evictions = this.evictions;
+    this.evictions = new Map();
+    // Evicted jobs count as records: a file of mostly evicted jobs is not rewritten on every write.
+    const full = this.recordsInFile === undefined || this.recordsInFile + ids.size + evictions.size > this.compaction.ratio * (store.size + store.evictedCount) + this.compaction.slack;
     try {
       if (full) {
         const records = await this.writeWhole(seq, store, aggregates);
@@ -214,9 +258,10 @@ export class CheckpointFile {
         const records = await writeRecords(file, (function* () {
           for (const id of ids) yield store.get(id);
         })());
+        const evicted = await writeEvicted(file, [...evictions].map(([jobId, line]) => toEvictedTuple(jobId, line)));
         await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
-        await file.write(`${JSON.stringify({ seal: seq, records } satisfies SealLine)}\n`);
-        this.recordsInFile! += records;
+        await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }) } satisfies SealLine)}\n`);
+        this.recordsInFile! += records + evicted;
         return { records, full };
       } finally {
         await file.close();
@@ -224,6 +269,7 @@ export class CheckpointFile {
     } catch (err) {
       // What was not written is still to write, and the file's tail is unknown: rewrite it whole next time.
       for (const id of ids) this.dirty.add(id);
+      for (const [id, line] of evictions) if (!this.evictions.has(id)) this.evictions.set(id, line);
       this.recordsInFile = undefined;
       throw err;
     }
@@ -245,11 +291,12 @@ export class CheckpointFile {
           yield record;
         }
       })());
+      const evicted = await writeEvicted(file, store.evictedLines().map((line) => toEvictedTuple(0, line)));
       await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
-      await file.write(`${JSON.stringify({ seal: seq, records } satisfies SealLine)}\n`);
+      await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }) } satisfies SealLine)}\n`);
       await file.close();
       await rename(tmp, this.path);
-      return records;
+      return records + evicted;
     } catch (err) {
       await file.close().catch(() => undefined);
       await rm(tmp, { force: true });
@@ -271,6 +318,8 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
     let header: CheckpointHeader | undefined;
     const byJob = new Map<string, JobRecord>();
     let pending: JobRecord[] = [];
+    let pendingEvicted: EvictedTuple[] = [];
+    const evictedById = new Map<string, EvictedLine>();
     let pendingAggregates: readonly AggregateRecord[] | undefined;
     let aggregates: readonly AggregateRecord[] = [];
     let seq: number | undefined;
@@ -281,7 +330,7 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
         header = JSON.parse(text) as CheckpointHeader;
         return header.format === FORMAT && header.stream_created === streamCreated && JSON.stringify(header.versions) === JSON.stringify(MACHINE_VERSIONS);
       }
-      const parsed = JSON.parse(text) as RecordLine[] | SealLine | AggregatesLine;
+      const parsed = JSON.parse(text) as RecordLine[] | SealLine | AggregatesLine | EvictedLines;
       if (Array.isArray(parsed)) {
         for (const item of parsed) pending.push(fromLine(item));
         return true;
@@ -290,9 +339,20 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
         pendingAggregates = parsed.aggregates;
         return true;
       }
+      if ('evicted' in parsed) {
+        pendingEvicted.push(...parsed.evicted);
+        return true;
+      }
       // A seal whose count does not match its segment: a foreign or damaged file.
-      if (parsed.records !== pending.length) return false;
+      if (parsed.records !== pending.length || (parsed.evicted_jobs ?? 0) !== pendingEvicted.length) return false;
       for (const record of pending) byJob.set(record.jobId, record);
+      for (const tuple of pendingEvicted) {
+        // Its earlier record (in this segment or before) ends here; a later segment's record is its body read back and changed.
+        if (tuple[0] !== 0) byJob.delete(tuple[0]);
+        evictedById.set(tuple[1][0]!, fromEvictedTuple(tuple));
+      }
+      recordsInFile += pendingEvicted.length;
+      pendingEvicted = [];
       if (pendingAggregates !== undefined) aggregates = pendingAggregates;
       pendingAggregates = undefined;
       recordsInFile += pending.length;
@@ -316,7 +376,7 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
     }
     // `rest` is a line without its newline: part of a torn segment, never sealed.
     if (seq === undefined) return null;
-    return { seq, records: [...byJob.values()], aggregates, recordsInFile, sealedBytes };
+    return { seq, records: [...byJob.values()], aggregates, evicted: [...evictedById.values()], recordsInFile, sealedBytes };
   } catch {
     // A torn segment's half line, or a foreign file: what was sealed before it stands, unless
     // nothing was. A parse error inside the sealed part cannot be told apart, so fold from zero.

@@ -7,6 +7,7 @@
  */
 import { evolveJob, INITIAL_JOB_STATE, JOB_EVENT_TYPES, type Envelope, type JobEvent, type JobState, type Position } from '../../machines/index.js';
 import { eventIdOf, isEventIdOf } from '../ids.js';
+import { EvictedIndex, fingerprintOf, submitEventFingerprintOf, type EvictedEntry, type EvictedJob, type Fingerprint } from './evicted-index.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
 
@@ -96,6 +97,20 @@ export type ApplyResult = 'applied' | 'already_applied' | 'refused';
 
 export type JobChangeListener = (change: JobChange) => void;
 
+/** A job's body left memory: what the views that hold job ids drop. */
+export interface Eviction {
+  readonly record: JobRecord;
+  readonly entry: EvictedJob;
+  /** The entry as a checkpoint writes it. */
+  readonly line: EvictedLine;
+}
+export type EvictionListener = (eviction: Eviction) => void;
+
+/** An evicted job as a checkpoint stores it: its fingerprints (id first) and its entry. */
+export interface EvictedLine extends EvictedEntry {
+  readonly fingerprints: readonly Fingerprint[];
+}
+
 export class JobStore {
   private readonly jobs = new Map<string, JobRecord>();
   /**
@@ -105,6 +120,10 @@ export class JobStore {
    */
   private readonly bySubmitEvent = new Map<string, string>();
   private readonly listeners: JobChangeListener[] = [];
+  /** Finished jobs whose bodies left memory (see `evict`): every id ever created stays known. */
+  private readonly evictedIndex = new EvictedIndex();
+  private readonly evictionListeners: EvictionListener[] = [];
+  private readonly reinstateListeners: ((record: JobRecord) => void)[] = [];
   /** Events the machines refused while folding the log (a tampered log; `docket audit` names them). */
   refused = 0;
 
@@ -112,8 +131,96 @@ export class JobStore {
     return this.jobs.size;
   }
 
+  /** The job's body; undefined when no job has this id or its body was evicted (see `evicted`). */
   get(jobId: string): JobRecord | undefined {
     return this.jobs.get(jobId);
+  }
+
+  /** Whether a job with this id exists (its body in memory or evicted): what keeps derived ids unique. */
+  has(jobId: string): boolean {
+    return this.jobs.has(jobId) || this.evicted(jobId) !== undefined;
+  }
+
+  /** The job's status, its body in memory or evicted. */
+  statusOf(jobId: string): JobRecord['state']['job']['value'] | undefined {
+    const record = this.jobs.get(jobId);
+    if (record) return record.state.job.value;
+    const row = this.evictedIndex.rowOf(fingerprintOf(jobId));
+    return row < 0 ? undefined : this.evictedIndex.statusAt(row);
+  }
+
+  /** The job's queue, its body in memory or evicted. */
+  queueOf(jobId: string): string | undefined {
+    return this.jobs.get(jobId)?.queue ?? this.evicted(jobId)?.queue;
+  }
+
+  /** The compact entry of a job whose body was evicted (undefined while its body is in memory, or when no such job exists). */
+  evicted(jobId: string): EvictedJob | undefined {
+    if (this.evictedIndex.size === 0 || this.jobs.has(jobId)) return undefined;
+    const row = this.evictedIndex.rowOf(fingerprintOf(jobId));
+    return row < 0 ? undefined : this.evictedIndex.entryAt(row);
+  }
+
+  /** The evicted job whose job.submitted event has this id (a resent keyed submit finds it). */
+  evictedBySubmitEventId(eventId: string): EvictedJob | undefined {
+    if (this.evictedIndex.size === 0) return undefined;
+    const row = this.evictedIndex.rowOf(submitEventFingerprintOf(eventId));
+    return row < 0 ? undefined : this.evictedIndex.entryAt(row);
+  }
+
+  /** Evicted jobs held in the compact index. */
+  get evictedCount(): number {
+    return this.evictedIndex.size;
+  }
+
+  /**
+   * Drops a finished job's body from memory, keeping its compact entry: its id stays taken
+   * (derived ids stay unique) and its body can be read back from the log by its positions.
+   * Local to this node's memory: nothing is appended. `outcome`: what its retry chain came to.
+   */
+  evict(jobId: string, outcome: JobRecord['state']['job']['value']): EvictedJob | undefined {
+    const record = this.jobs.get(jobId);
+    if (!record) return undefined;
+    const fingerprints = [fingerprintOf(jobId)];
+    if (this.bySubmitEvent.has(submitIdOf(record))) fingerprints.push(submitEventFingerprintOf(submitIdOf(record)));
+    const line: EvictedLine = { fingerprints, queue: record.queue, status: record.state.job.value, outcome, positions: historyOf(record).map((h) => h.seq) };
+    // A job read back and evicted again keeps its row (add finds it by its id's fingerprint).
+    const entry = this.evictedIndex.entryAt(this.evictedIndex.add(fingerprints, line));
+    this.jobs.delete(jobId);
+    this.bySubmitEvent.delete(submitIdOf(record));
+    for (const listener of this.evictionListeners) listener({ record, entry, line });
+    return entry;
+  }
+
+  onEvict(listener: EvictionListener): void {
+    this.evictionListeners.push(listener);
+  }
+
+  /**
+   * Puts back an evicted job's body read from the log (for a command on it). No change listener
+   * hears it, since no projection lost it; reinstate listeners (the evictor) do.
+   */
+  reinstate(record: JobRecord): void {
+    if (this.jobs.has(record.jobId)) return;
+    this.jobs.set(record.jobId, record);
+    this.indexSubmit(record);
+    for (const listener of this.reinstateListeners) listener(record);
+  }
+
+  onReinstate(listener: (record: JobRecord) => void): void {
+    this.reinstateListeners.push(listener);
+  }
+
+  /** Puts back an evicted job as a checkpoint stored it. */
+  restoreEvicted(line: EvictedLine): void {
+    this.evictedIndex.add(line.fingerprints, line);
+  }
+
+  /** Every evicted job with its fingerprints (id first, then aliases): for the checkpoint. */
+  evictedLines(): EvictedLine[] {
+    const fingerprints: Fingerprint[][] = [];
+    for (const { fingerprint, row } of this.evictedIndex.fingerprints()) (fingerprints[row] ??= []).push(fingerprint);
+    return fingerprints.map((fps, row) => ({ ...this.evictedIndex.entryAt(row), fingerprints: fps }));
   }
 
   /** The job created by the job.submitted event with this id, if any. */
@@ -139,6 +246,11 @@ export class JobStore {
   /** Folds one recorded event into its job. Idempotent by the event's position. */
   apply(recorded: RecordedJobEvent): ApplyResult {
     const before = this.jobs.get(recorded.jobId);
+    // Only an evicted job gets events with no body here; a job.submitted never does (its id is checked before it is decided), so the hot path computes no fingerprint.
+    if (!before && this.evictedIndex.size > 0 && recorded.event.type !== 'job.submitted') {
+      const row = this.evictedIndex.rowOf(fingerprintOf(recorded.jobId));
+      if (row >= 0) return this.applyToEvicted(row, recorded);
+    }
     if (before && recorded.seq <= before.seq) return 'already_applied';
     const state = evolveJob(before?.state ?? INITIAL_JOB_STATE, recorded.event);
     if (state === null) {
@@ -152,6 +264,18 @@ export class JobStore {
     this.jobs.set(after.jobId, after);
     if (!before) this.indexSubmit(after);
     for (const listener of this.listeners) listener({ before, after, recorded });
+    return 'applied';
+  }
+
+  /**
+   * An event on a job whose body was evicted here (decided by a node that kept it longer, or
+   * folded again): its position joins the entry; a removal moves its status. Other events on a
+   * finished job change nothing the entry holds.
+   */
+  private applyToEvicted(row: number, recorded: RecordedJobEvent): ApplyResult {
+    const entry = this.evictedIndex.entryAt(row);
+    if (recorded.seq <= entry.positions[entry.positions.length - 1]!) return 'already_applied';
+    this.evictedIndex.update(row, recorded.seq, recorded.event.type === 'job.removed' ? 'removed' : entry.status);
     return 'applied';
   }
 

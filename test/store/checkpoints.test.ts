@@ -10,8 +10,9 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { INITIAL_JOB_STATE } from '../../machines/index.js';
 import { CheckpointFile, readCheckpoint } from '../../src/store/checkpoints.js';
-import { JobStore, type JobRecord } from '../../src/store/job-store.js';
+import { JobStore, type EvictedLine, type JobRecord } from '../../src/store/job-store.js';
 import { JOB_ID, QUEUE, at, jobEvent, makeJobEventSequenceArb } from '../support/arbitraries.js';
+import { fingerprintOf } from '../../src/store/evicted-index.js';
 
 const STREAM_CREATED = '2026-11-26T00:00:00.000Z';
 
@@ -26,6 +27,10 @@ class Records {
   }
   values(): IterableIterator<JobRecord> {
     return this.jobs.values();
+  }
+  readonly evictedCount = 0;
+  evictedLines(): EvictedLine[] {
+    return [];
   }
   put(file: CheckpointFile, jobId: string, seq: number): void {
     this.jobs.set(jobId, { jobId, queue: "q", state: INITIAL_JOB_STATE, seq, submitSeq: seq, submitId: `e-${jobId}`, commandHash: null, later: [] });
@@ -100,6 +105,37 @@ describe('checkpoint file', () => {
     expect(await file.write(7, store)).toEqual({ records: 3, full: true });
     expect(await lineCount(path)).toBe(4); // header, one chunk line, the aggregates, seal
     expect(seqs((await readCheckpoint(path, STREAM_CREATED))!.records)).toEqual({ j1: 7, j2: 5, j3: 6 });
+  });
+
+  test('an evicted job: a segment ends its earlier record and keeps its compact entry; a whole rewrite keeps the entry alone', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const file = new CheckpointFile(path, STREAM_CREATED, { ratio: 100, slack: 0 });
+    const store = new JobStore();
+    store.onChange((change) => file.changed(change.after.jobId));
+    store.onEvict((eviction) => file.evicted(eviction.record.jobId, eviction.line));
+    const submitted = (jobId: string) => jobEvent('job.submitted', { job_id: jobId, key: null, params: {}, priority: 5, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false });
+    store.apply({ seq: 1, queue: QUEUE, jobId: 'gone', event: submitted('gone') });
+    store.apply({ seq: 2, queue: QUEUE, jobId: 'gone', event: jobEvent('job.cancelled', { job_id: 'gone', reason: null } as never) });
+    store.apply({ seq: 3, queue: QUEUE, jobId: 'kept', event: submitted('kept') });
+    expect((await file.write(3, store)).full).toBe(true);
+    store.evict('gone', 'cancelled');
+    expect(await file.write(3, store)).toEqual({ records: 0, full: false });
+
+    const read = (await readCheckpoint(path, STREAM_CREATED))!;
+    expect(read.records.map((r) => r.jobId)).toEqual(['kept']);
+    expect(read.evicted).toEqual([{ fingerprints: [fingerprintOf('gone')], queue: QUEUE, status: 'cancelled', outcome: 'cancelled', positions: [1, 2] }]);
+    const restored = new JobStore();
+    for (const line of read.evicted) restored.restoreEvicted(line);
+    expect(restored.statusOf('gone')).toBe('cancelled');
+    expect(restored.get('gone')).toBeUndefined();
+
+    // Whole again (a new file object knows nothing of the old): the entry alone, no job id.
+    const whole = new CheckpointFile(join(dir, 'whole.json'), STREAM_CREATED);
+    await whole.write(3, store);
+    const again = (await readCheckpoint(join(dir, 'whole.json'), STREAM_CREATED))!;
+    expect(again.records.map((r) => r.jobId)).toEqual(['kept']);
+    expect(again.evicted).toEqual(read.evicted);
+    expect(await readFile(join(dir, 'whole.json'), 'utf8')).not.toContain('"gone"');
   });
 
   test('a checkpoint of another stream, or with a seal that miscounts its segment, is not used', async () => {
