@@ -8,6 +8,7 @@
  *
  * Exit codes: 0 done; 1 when `audit` finds any violation, and for errors (as every command).
  */
+import { positionalJobLoader } from './positional-loader.js';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Command } from 'commander';
 import { POSITION_SPAN, positionOf, type Position } from '../../machines/index.js';
@@ -445,7 +446,7 @@ async function replayAction(flags: ReplayFlags): Promise<void> {
     if (flags.queue !== undefined || flags.at !== undefined) throw new InvalidRequestError('give --job, or --queue with --at, not both');
     const jobId = flags.job;
     if (!isIdToken(jobId)) throw new InvalidRequestError(`--job must be a job id ([A-Za-z0-9_-]{1,128}), got ${JSON.stringify(jobId)}`);
-    const replay = await withNats(flags, (nc) => replayJob(jobId, createJobLoader(nc), retryJobId));
+    const replay = await withNats(flags, (nc) => replayJob(jobId, positionalJobLoader(nc, createJobLoader(nc)), retryJobId));
     if (replay === null) throw new NotFoundError(`no events for job ${jobId}`);
     if (flags.json) writeJson({ ok: true, ...jobReplayJson(replay) });
     else printJobReplay(replay);
@@ -637,7 +638,7 @@ async function auditAction(flags: AuditFlags): Promise<void> {
  * job submitted waiting, the whole log read for the jobs that held it (WaitCollector).
  */
 export async function explainJob(nc: NatsConnection, jobId: string): Promise<Explanation> {
-  const job = await replayJob(jobId, createJobLoader(nc), retryJobId);
+  const job = await replayJob(jobId, positionalJobLoader(nc, createJobLoader(nc)), retryJobId);
   if (job === null) throw new NotFoundError(`no events for job ${jobId}`);
   const explainer = new Explainer(job, Date.now());
   const stop = new AbortController();

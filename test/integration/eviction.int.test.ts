@@ -13,8 +13,11 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
+import { replayJob } from '../../src/audit/replay.js';
+import { createJobLoader } from '../../src/cli/audit-commands.js';
+import { positionalJobLoader } from '../../src/cli/positional-loader.js';
 import { ManualClock } from '../../src/clock.js';
-import { canonicalJson, keyedJobId } from '../../src/ids.js';
+import { canonicalJson, keyedJobId, retryJobId } from '../../src/ids.js';
 import type { DocketNode } from '../../src/node.js';
 import { STREAM } from '../../src/nats/subjects.js';
 import { closeTestFile, connectTestClients, request, startTrackedNode, uniqueQueue } from '../support/docket.js';
@@ -97,6 +100,22 @@ describe('finished jobs leave memory after the retention period', () => {
 
     expect((await client.list({ queue })).jobs).toEqual([]);
     expect((await client.progress(queue))[0]!.counts.succeeded).toBe(1);
+  });
+
+  test('replay --job and explain read an evicted job\'s commits by position, not by scanning the log', async () => {
+    const queue = uniqueQueue('evict-replay');
+    const jobId = await runToSuccess(queue, { params: { n: 7 } });
+    const scanned = await replayJob(jobId, createJobLoader(nc), retryJobId);
+    await evictFinished();
+    expect(node.store.get(jobId)).toBeUndefined();
+    // The fallback throws: the answer can only come from the positions the node gave.
+    const noScan = () => Promise.reject(new Error('scanned the log'));
+    const positional = await replayJob(jobId, positionalJobLoader(nc, noScan), retryJobId);
+    expect(positional).toEqual(scanned);
+    expect(positional?.job.status).toBe('succeeded');
+    // A job still in memory is read by the scan, as before (it also shows events a node refused).
+    const live = (await send('submit', { queue }))['job_id'] as string;
+    await expect(replayJob(live, positionalJobLoader(nc, noScan), retryJobId)).rejects.toThrow('scanned the log');
   });
 
   test('a keyed submit of an evicted key behaves as before: the next generation, and a resent keyed submit finds its own job', async () => {
