@@ -38,6 +38,10 @@ export interface TickerDeps {
   readonly cancel: (jobId: string) => Promise<void>;
 }
 
+function isFireOrMiss(type: string | undefined): boolean {
+  return type === 'schedule.fired' || type === 'schedule.missed';
+}
+
 export class ScheduleTicker implements SysReactor, FireSink {
   private leading = false;
   private since = 0;
@@ -118,8 +122,10 @@ export class ScheduleTicker implements SysReactor, FireSink {
     const name = change.after.id;
     if (change.after.state.value === 'enabled') this.enabled.add(name);
     else this.enabled.delete(name);
-    // Any change re-plans (a new cron, an enable); during a run, once that run ends.
-    if (!this.leading) return;
+    // Any change re-plans (a new cron, an enable); during a run, once that run ends. A fire or a
+    // miss does not: the run that wrote it has armed the next due tick already, and any other
+    // writer of one (a trigger, a backfill) leaves the due ticks to the run at that time.
+    if (!this.leading || isFireOrMiss(change.event?.type)) return;
     if (this.running.has(name)) this.again.add(name);
     else this.arm(name, 0);
   };
@@ -158,7 +164,8 @@ export class ScheduleTicker implements SysReactor, FireSink {
       const outcome = await settleSchedule(this.deps.ctx, this, name);
       if (outcome.jobs.length > 0 || outcome.cancel !== null) await this.deliver(outcome.cancel, outcome.jobs);
       const plan = outcome.plan;
-      if (outcome.events > 0 || plan.more) nextIn = 0;
+      // The plan was made from the state its events were decided on: its next due tick stands.
+      if (plan.more) nextIn = 0;
       else if (plan.waiting !== null) {
         const state = this.deps.ctx.aggregates.stateOf<ScheduleContext>('schedule', name);
         const live = state.context.last_fired?.job_id;
