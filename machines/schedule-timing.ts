@@ -61,13 +61,22 @@ export function cronProblem(cron: string): string | null {
 
 const zoneCache = new Map<string, Zone>();
 
+/** Time zones asked for, by the name given: an Intl.DateTimeFormat per ask costs ~100 µs (every put and every put's fold asks). */
+const canonicalZones = new Map<string, string | null>();
+
 /** The canonical IANA name of a time zone (`utc` -> `UTC`), or null when the runtime does not know it. */
 export function canonicalTimeZone(timeZone: string): string | null {
+  const known = canonicalZones.get(timeZone);
+  if (known !== undefined) return known;
+  let canonical: string | null;
   try {
-    return new Intl.DateTimeFormat('en-US', { timeZone }).resolvedOptions().timeZone;
+    canonical = new Intl.DateTimeFormat('en-US', { timeZone }).resolvedOptions().timeZone;
   } catch {
-    return null;
+    canonical = null;
   }
+  if (canonicalZones.size >= 1_000) canonicalZones.clear();
+  canonicalZones.set(timeZone, canonical);
+  return canonical;
 }
 
 /** Wall-clock times as UTC instants: croner matches the pattern there, with no zone of its own. */
@@ -81,6 +90,27 @@ function wallCron(cron: string): Cron {
     wallCrons.set(cron, c);
   }
   return c;
+}
+
+/**
+ * The cron's next wall-clock time after `wall` (ms), or null. Remembered per cron (a bounded map):
+ * schedules sharing a cron ask for the same instants (10,000 schedules every second all ask for
+ * the next second), and croner's search costs tens of microseconds where a lookup costs one.
+ */
+const nextWalls = new Map<string, Map<number, number | null>>();
+const NEXT_WALLS_PER_CRON = 4_096;
+function nextWall(cron: string, wall: number): number | null {
+  let memo = nextWalls.get(cron);
+  if (memo === undefined) {
+    if (nextWalls.size >= 10_000) nextWalls.clear();
+    nextWalls.set(cron, (memo = new Map()));
+  }
+  const known = memo.get(wall);
+  if (known !== undefined) return known;
+  const next = wallCron(cron).nextRun(new Date(wall))?.getTime() ?? null;
+  if (memo.size >= NEXT_WALLS_PER_CRON) memo.clear();
+  memo.set(wall, next);
+  return next;
 }
 
 /** A time zone's offsets: wall-clock time = instant + offset. */
@@ -190,7 +220,6 @@ function bounds(source: TickSource): { start: number; end: number } {
  */
 export function* ticksAfter(source: TickSource, after: number): Generator<number, void, undefined> {
   if (Number.isNaN(after)) throw new RangeError('ticksAfter: `after` is not a time');
-  const cron = wallCron(source.cron);
   const zone = Zone.of(source.timezone);
   const { start, end } = bounds(source);
   const from = Math.max(after, start - 1);
@@ -199,9 +228,9 @@ export function* ticksAfter(source: TickSource, after: number): Generator<number
   let wall = zone.wallOf(from);
   let last = from;
   for (;;) {
-    const next = cron.nextRun(new Date(wall));
+    const next = nextWall(source.cron, wall);
     if (next === null) return;
-    wall = next.getTime();
+    wall = next;
     const tick = zone.place(wall);
     if (tick <= last) continue;
     if (tick >= end) return;

@@ -10,10 +10,11 @@
  * had, as every node's fold does), so one tampered event gives one violation, not a cascade
  * through the rest of its history.
  */
-import { commitSeqOf, deriveGroupEnd, memberEnd, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
+import { commitSeqOf, deriveGroupEnd, memberEnd, type ScheduleContext, type TemplateContext, type JobStatus, isLiveStatus, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
 import { commitHash } from '../nats/codec.js';
 import { scheduledJobId } from '../ids.js';
-import { EXPECTED_HEADER, MSG_ID_HEADER, SYS_PARTITION } from '../nats/subjects.js';
+import { EXPECTED_HEADER, MSG_ID_HEADER, subjects, SYS_PARTITION } from '../nats/subjects.js';
+import { ScheduleAudit } from './schedule-audit.js';
 import { decodeStoredCommit, partitionAggregate, type DecodedEvent } from './decode.js';
 import { AUDIT_RULES, AuditRules, type AuditOptions, type AuditReport, type AuditRule, type EventRef, type RecordedMessage, type Violation } from './types.js';
 
@@ -69,6 +70,8 @@ function claimsWithin(times: readonly number[], time: number, rate: { readonly l
   return count;
 }
 
+const SYS_SUBJECT = subjects.partition(SYS_PARTITION);
+
 const QUEUE_KINDS = new Set(['job', 'queue', 'reservation', 'jobnode']);
 
 function emptyCounts(): Record<AuditRule, number> {
@@ -116,6 +119,16 @@ export class Auditor {
   private violationCount = 0;
   /** The commit being pushed: its subject, for the violations it gives. */
   private subject = '';
+  /** Fires' jobs and ticks' coverage, judged against the commits' times. */
+  private readonly schedules = new ScheduleAudit({
+    violate: (seq, index, subject, aggregate, rule, message, events) => this.violate(seq, index, aggregate, rule, message, events.map(ref), subject),
+    jobStatus: (jobId) => {
+      const job = this.anyJob(jobId);
+      return job === undefined || job.submitAt === 0 ? null : job.state.job.value;
+    },
+    template: (name) => (this.partitions.get(SYS_SUBJECT)?.aggregates.get(`template:${name}`)?.context as TemplateContext | undefined) ?? null,
+  });
+  private finished: { pendingFires: number } | null = null;
 
   constructor(options: AuditOptions = {}) {
     this.fromSeq = options.fromSeq ?? 1;
@@ -123,11 +136,11 @@ export class Auditor {
     this.maxViolations = options.maxViolations ?? 10_000;
   }
 
-  private violate(seq: number, index: number | null, aggregate: string, rule: AuditRule, message: string, events: readonly EventRef[]): void {
+  private violate(seq: number, index: number | null, aggregate: string, rule: AuditRule, message: string, events: readonly EventRef[], subject = this.subject): void {
     if (seq < this.fromSeq || seq > this.toSeq) return;
     this.violationCount += 1;
     this.counts[rule] += 1;
-    if (this.violations.length < this.maxViolations) this.violations.push({ seq, index, subject: this.subject, aggregate, rule, message, events });
+    if (this.violations.length < this.maxViolations) this.violations.push({ seq, index, subject, aggregate, rule, message, events });
   }
 
   /** A violation of event `position`. */
@@ -228,6 +241,9 @@ export class Auditor {
     }
 
     const isSys = partition === SYS_PARTITION;
+    const time = commitTime(events);
+    if (isSys) this.schedules.sysCommit(seq, commit.writer.node, commit.writer.epoch, time);
+    else this.schedules.queueCommit(queue, time);
     for (let i = 0; i < events.length; i++) {
       this.events += 1;
       this.pushEvent(positionOf(seq, i), partition, queue, isSys, st, events[i]!);
@@ -258,6 +274,7 @@ export class Auditor {
           if (event.type === 'group.created') event.data.members.forEach((m, index) => this.groupMembers.set(m.job_id, { group: event.aggregate.id, index, members: event.data.members, mode: event.data.mode }));
           if (event.type === 'group.ended') this.checkGroupEnd(position, aggregate, after as FoldState<GroupContext>, event.data.status);
           if (event.type === 'schedule.fired') this.checkFire(position, aggregate, event.aggregate.id, event.data);
+          if (event.type === 'schedule.fired' || event.type === 'schedule.missed') this.schedules.handled(position, this.subject, aggregate, before.context as ScheduleContext, event);
         }
       }
       return;
@@ -293,6 +310,7 @@ export class Auditor {
       case 'job.submitted':
         job.submitAt = position;
         this.jobs += 1;
+        this.schedules.jobSubmitted(jobId);
         this.checkRetry(position, aggregate, st, job, event);
         break;
       case 'job.released':
@@ -348,6 +366,13 @@ export class Auditor {
     const previous = this.chainAt(member.members[member.index - 1]!.job_id, at);
     if (previous === undefined || TERMINAL.has(previous.state.job.value)) return;
     this.violateAt(at, aggregate, AuditRules.GroupRule, `member ${member.index} of sequential group ${member.group} claimed while member ${member.index - 1} (${previous.jobId}) was ${previous.state.job.value}`, [at]);
+  }
+
+  /** The schedules of the sys partition as folded now. */
+  private *sysSchedules(): Generator<{ name: string; status: string; context: ScheduleContext }> {
+    const sys = this.partitions.get(SYS_SUBJECT);
+    if (sys === undefined) return;
+    for (const [key, state] of sys.aggregates) if (key.startsWith('schedule:')) yield { name: key.slice('schedule:'.length), status: state.value, context: state.context as ScheduleContext };
   }
 
   /** A job of any partition, by id (dependencies name jobs of other queues). */
@@ -516,6 +541,8 @@ export class Auditor {
   }
 
   report(): AuditReport {
+    // The end-of-log schedule rules run once, at the first report.
+    this.finished ??= this.schedules.finish(this.sysSchedules());
     return {
       ok: this.violationCount === 0,
       messages: this.messages,
@@ -527,11 +554,21 @@ export class Auditor {
       firstSeq: this.firstSeq,
       lastSeq: this.firstSeq === null ? null : this.lastSeq,
       violationCount: this.violationCount,
+      pendingFires: this.finished.pendingFires,
       byRule: { ...this.counts },
       violations: [...this.violations],
       truncated: this.violations.length < this.violationCount,
     };
   }
+}
+
+/** A commit's time: its last event's, on its writer's clock (NaN when no event carries one). */
+function commitTime(events: readonly DecodedEvent[]): number {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i]!;
+    if (e.kind !== 'undecodable') return Date.parse(e.event.time);
+  }
+  return Number.NaN;
 }
 
 /** Audits commits given in stream order. */

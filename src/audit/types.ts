@@ -67,6 +67,10 @@ export const AuditRules = {
   ClaimWhileHeld: 'claim_while_held',
   /** A schedule fire whose job id is not the one derived from (schedule, tick) (`scheduledJobId`), or a second fire of one (schedule, tick). */
   ScheduleRule: 'schedule_rule',
+  /** A settled schedule fire whose job the log does not hold: its queue's partition committed well after the fire (src/audit/schedule-audit.ts says when a fire is settled). */
+  FireWithoutJob: 'fire_without_job',
+  /** A due tick neither fired nor missed: skipped between two handled ticks, miscounted in a capped miss, missed as catchup while the sys leader was up, or left unhandled to the end of the log while it was up. */
+  TickCoverage: 'tick_coverage',
   /** A group's recorded end differs from seed 003's derivation from its members' ends then, or a sequential group's member was claimed before the member before it had ended (a member: its retry chain's last attempt). */
   GroupRule: 'group_rule',
   /** A job released (`job.released`) before each job it depends on (the last attempt of its retry chain) had succeeded. */
@@ -121,6 +125,8 @@ export interface AuditReport {
   readonly firstSeq: number | null;
   readonly lastSeq: number | null;
   readonly violationCount: number;
+  /** Schedule fires whose job is not in the log yet and not yet settled: on their way, not violations. */
+  readonly pendingFires: number;
   readonly byRule: Readonly<Record<AuditRule, number>>;
   /** The first `maxViolations` violations, in log order. */
   readonly violations: readonly Violation[];

@@ -624,6 +624,7 @@ async function auditAction(flags: AuditFlags): Promise<void> {
       (report.ok ? 'no violations' : `${n(report.violationCount)} violation${report.violationCount === 1 ? '' : 's'}`),
   );
   if (report.otherEvents > 0) writeOut(`${n(report.otherEvents)} events of queues, schedules, reservations and groups: their commits' chain and partition checked, not their transitions`);
+  if (report.pendingFires > 0) writeOut(`${n(report.pendingFires)} schedule fire${report.pendingFires === 1 ? '' : 's'} whose job is not in the log yet, too recent to judge: pending, not violations`);
   if (report.ok) return;
   writeOut(table(['rule', 'count'], Object.entries(report.byRule).filter(([, c]) => c > 0)));
   writeOut(table(['at', 'rule', 'aggregate', 'events', 'message'], report.violations.map((v) => [place(v), v.rule, v.aggregate, v.events.map(place).join(' '), v.message])));

@@ -23,6 +23,8 @@ import type { SysReactor } from './sys-reactor.js';
 
 /** After a failed run or submit (the writer not serving yet, a queue's leader away). */
 const RETRY_MS = 500;
+/** Runs started per turn of the event loop (startSlices). */
+const RUNS_PER_SLICE = 250;
 /** A timer further out than this is re-armed then (setTimeout's range; a clock moved by hand). */
 const MAX_TIMER_MS = 60_000;
 
@@ -38,6 +40,10 @@ export interface TickerDeps {
   readonly cancel: (jobId: string) => Promise<void>;
 }
 
+function isFireOrMiss(type: string | undefined): boolean {
+  return type === 'schedule.fired' || type === 'schedule.missed';
+}
+
 export class ScheduleTicker implements SysReactor, FireSink {
   private leading = false;
   private since = 0;
@@ -50,6 +56,9 @@ export class ScheduleTicker implements SysReactor, FireSink {
   private readonly waitingOn = new Map<string, string>();
   private unsubscribeClock: (() => void) | undefined;
   readonly pending = new Set<string>();
+  /** Schedules whose timer fired, waiting for their slice (startSlices). */
+  private readonly due = new Set<string>();
+  private sliceScheduled = false;
 
   constructor(private readonly deps: TickerDeps) {
     for (const record of deps.ctx.aggregates.values()) if (record.kind === 'schedule' && record.state.value === 'enabled') this.enabled.add(record.id);
@@ -77,6 +86,7 @@ export class ScheduleTicker implements SysReactor, FireSink {
     this.unsubscribeClock = undefined;
     for (const timer of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
+    this.due.clear();
     this.waitingOn.clear();
     this.pending.clear();
   }
@@ -118,8 +128,10 @@ export class ScheduleTicker implements SysReactor, FireSink {
     const name = change.after.id;
     if (change.after.state.value === 'enabled') this.enabled.add(name);
     else this.enabled.delete(name);
-    // Any change re-plans (a new cron, an enable); during a run, once that run ends.
-    if (!this.leading) return;
+    // Any change re-plans (a new cron, an enable); during a run, once that run ends. A fire or a
+    // miss does not: the run that wrote it has armed the next due tick already, and any other
+    // writer of one (a trigger, a backfill) leaves the due ticks to the run at that time.
+    if (!this.leading || isFireOrMiss(change.event?.type)) return;
     if (this.running.has(name)) this.again.add(name);
     else this.arm(name, 0);
   };
@@ -140,10 +152,32 @@ export class ScheduleTicker implements SysReactor, FireSink {
     if (!this.leading || !this.enabled.has(name)) return;
     const timer = setTimeout(() => {
       this.timers.delete(name);
-      void this.run(name);
+      this.due.add(name);
+      this.startSlices();
     }, Math.max(0, Math.min(MAX_TIMER_MS, delayMs)));
     timer.unref();
     this.timers.set(name, timer);
+  }
+
+  /**
+   * Starts the runs of due schedules RUNS_PER_SLICE at a time, a turn of the event loop apart:
+   * thousands of schedules due at one instant would otherwise plan in one turn, holding off the
+   * I/O that renews this node's leases (which then lapse, and the ticker with them).
+   */
+  private startSlices(): void {
+    if (this.sliceScheduled) return;
+    this.sliceScheduled = true;
+    setImmediate(() => {
+      this.sliceScheduled = false;
+      let started = 0;
+      for (const name of this.due) {
+        if (started >= RUNS_PER_SLICE) break;
+        this.due.delete(name);
+        started += 1;
+        void this.run(name);
+      }
+      if (this.due.size > 0) this.startSlices();
+    });
   }
 
   private async run(name: string): Promise<void> {
@@ -158,7 +192,8 @@ export class ScheduleTicker implements SysReactor, FireSink {
       const outcome = await settleSchedule(this.deps.ctx, this, name);
       if (outcome.jobs.length > 0 || outcome.cancel !== null) await this.deliver(outcome.cancel, outcome.jobs);
       const plan = outcome.plan;
-      if (outcome.events > 0 || plan.more) nextIn = 0;
+      // The plan was made from the state its events were decided on: its next due tick stands.
+      if (plan.more) nextIn = 0;
       else if (plan.waiting !== null) {
         const state = this.deps.ctx.aggregates.stateOf<ScheduleContext>('schedule', name);
         const live = state.context.last_fired?.job_id;

@@ -114,7 +114,7 @@ describe('each tampering is named with its rule, its position and its aggregate'
     const h = new History('schedules');
     const put = scheduleEvent('schedule.put', schedulePut(1), sec(1));
     const name = put.aggregate.id;
-    const fire = (tick: string, jobId: string, trigger?: 'backfill' | 'manual') => scheduleEvent('schedule.fired', trigger === undefined ? { tick, job_id: jobId } : { tick, job_id: jobId, trigger }, sec(30));
+    const fire = (tick: string, jobId: string, trigger?: 'backfill' | 'manual') => scheduleEvent('schedule.fired', trigger === undefined ? { tick, job_id: jobId } : { tick, job_id: jobId, trigger }, sec(15));
     h.raw('sys', put);
     h.raw('sys', fire(sec(10), scheduledJobId(name, sec(10))));
     expect(audit(h).violations).toEqual([]);

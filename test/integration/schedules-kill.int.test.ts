@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
-import { auditMessages } from '../../src/audit/index.js';
+import { auditMessages, type RecordedMessage } from '../../src/audit/index.js';
 import { Client } from '../../src/client/client.js';
 import { scheduledJobId } from '../../src/ids.js';
 import { readLog } from '../../src/store/read-log.js';
@@ -63,7 +63,7 @@ test('SIGKILL of the node for a few ticks: each tick fired or missed once, catch
   const fired: number[] = [];
   const missed: { tick: number; reason: string }[] = [];
   const jobs = new Set<string>();
-  const messages = [];
+  const messages: RecordedMessage[] = [];
   for await (const m of readLog(client.nc, {})) {
     messages.push(m);
     const commit = JSON.parse(new TextDecoder().decode(m.data)) as { events: { type: string; aggregate: { kind: string; id: string }; data: Record<string, unknown> }[] };
@@ -95,4 +95,12 @@ test('SIGKILL of the node for a few ticks: each tick fired or missed once, catch
   for (let i = 1; i < catchup.length; i++) expect(catchup[i]! - catchup[i - 1]!).toBe(1_000);
   expect(fired).toContain(catchup.at(-1)! + 1_000);
   expect(auditMessages(messages).violations).toEqual([]);
+
+  // The same real log without the commit of the first fire: the audit names the tick it leaves
+  // neither fired nor missed (at the next fire), besides the broken chain.
+  const firstTick = new Date(Math.min(...fired)).toISOString();
+  const holdsFirstFire = (m: RecordedMessage) => new TextDecoder().decode(m.data).includes(`"tick":"${firstTick}"`) && m.subject === 'docket.log.sys';
+  const tampered = auditMessages(messages.filter((m) => !holdsFirstFire(m)));
+  expect(tampered.byRule.tick_coverage).toBe(1);
+  expect(tampered.violations.find((v) => v.rule === 'tick_coverage')?.message).toContain(`from ${firstTick}`);
 });
