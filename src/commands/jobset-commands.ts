@@ -28,9 +28,9 @@ import { toIso } from '../clock.js';
 import { DocketError, InvalidRequestError, InvalidTransitionError, UnavailableError, coerceError } from '../errors.js';
 import { eventIdFor, eventIdOf } from '../ids.js';
 import { keyIdentity, type Key } from '../jobsets/key.js';
-import { planJobOf } from '../jobsets/plan-jobs.js';
+import { indexedJobs, planJobOf } from '../jobsets/plan-jobs.js';
 import { missingKeys, planRefresh, type PlanAction, type PlanJob } from '../jobsets/plan.js';
-import { readRefreshInputs, type JobSetSources } from '../jobsets/refresh-inputs.js';
+import { readRefreshInputs, readRefreshSource, type JobSetSources } from '../jobsets/refresh-inputs.js';
 import { matchesRestriction, type Restriction, type RestrictionTerm } from '../jobsets/restrict.js';
 import { resolveRefreshSettings } from '../jobsets/settings.js';
 import type { Progress } from '../projections/progress.js';
@@ -203,11 +203,14 @@ export async function refreshJobSet(deps: JobSetDeps, command: RefreshCommand): 
   const definition = jobSetOf(ctx, queue);
   if (definition === undefined) throw new InvalidRequestError(`queue ${queue} is not a job set: define its key source first (docket.cmd.jobset.put, docket jobset put)`, { details: { queue } });
   // Read to the end before anything is decided: a failing source appends nothing.
-  const inputs = await readRefreshInputs(definition as unknown as JobSetSources, { env: deps.env });
+  // The queue's jobs by key, from the key index: the source's keys are looked up as they are read.
+  const jobs = indexedJobs(ctx.keys.keysOf(queue), (jobId) => ctx.store.get(jobId));
+  // A read of a large source may take longer than the leadership lease: the queue stays led meanwhile.
+  const inputs = await writer.hold(() => readRefreshSource(definition as unknown as JobSetSources, { env: deps.env }, jobs));
   for (let round = 0; ; round++) {
     // The definition may have changed while the sources were read: plan with the current one.
     const settings = resolveRefreshSettings(body, jobSetOf(ctx, queue) ?? definition);
-    const plan = planRefresh({ source: inputs.source, target: inputs.target, restrict: restrictionOf(body.restrict), jobs: planJobs(deps, queue), settings, nowMs: ctx.clock.now() });
+    const plan = planRefresh({ source: inputs.source, target: inputs.target, restrict: restrictionOf(body.restrict), jobs, settings, nowMs: ctx.clock.now() });
     const decided = decide(deps, queue, plan.actions, plan, id, meta);
     // A job with an event in flight in the writer (a claim, a cancel; a keyed submit of the same
     // key takes the same id): wait it out and plan again on the settled state.
