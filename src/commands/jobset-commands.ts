@@ -9,7 +9,7 @@
  * then plans and decides every event synchronously against committed state (jobs with an event
  * in flight in the writer are waited out, up to five times, then left for the next refresh, as the
  * bulk commands do), and hands them to the partition's writer in the same turn; past the first
- * 10,000 adds the rest are decided and handed over 10,000 a turn, each checked again then (a key
+ * 2,000 adds the rest are decided and handed over 2,000 a turn, each checked again then (a key
  * that got a job meanwhile is left alone), so a million-key refresh never holds the event loop
  * for longer than the leadership lease:
  * - an add is a keyed `job.submitted` (the key's next free keyed id: src/commands/submit.ts);
@@ -96,9 +96,9 @@ const BUSY_ROUNDS = 5;
 
 /**
  * Adds decided and handed to the writer in one turn of the event loop: a million adds decided in
- * one turn would hold the loop for longer than the leadership lease. The submit command's bound.
+ * one turn held the loop for over a minute on a loaded machine, far past the leadership lease.
  */
-const ADDS_PER_TURN = 10_000;
+const ADDS_PER_TURN = 2_000;
 
 /** The queue's keyed jobs in the views, as the planner sees them. */
 function planJobs(deps: JobSetDeps, queue: string): PlanJob[] {
