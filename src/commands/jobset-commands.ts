@@ -99,6 +99,8 @@ const BUSY_ROUNDS = 5;
  * one turn held the loop for over a minute on a loaded machine, far past the leadership lease.
  */
 const ADDS_PER_TURN = 2_000;
+/** Turns of adds handed to the writer and not yet stored, at most. */
+const TURNS_IN_FLIGHT = 5;
 
 /** The queue's keyed jobs in the views, as the planner sees them. */
 function planJobs(deps: JobSetDeps, queue: string): PlanJob[] {
@@ -243,6 +245,10 @@ export async function refreshJobSet(deps: JobSetDeps, command: RefreshCommand): 
     // or whose keyed id another command has in flight, is left alone, as a plan made then would.
     const later = plan.actions.slice(firstAdds, added).filter((action) => action.type === 'add');
     for (let start = 0; start < later.length; start += ADDS_PER_TURN) {
+      // At most TURNS_IN_FLIGHT turns' adds wait in the writer: the rest are decided as commits
+      // are acknowledged, so a million adds never queue at once (nor starve the lease's renewal).
+      const earlier = stored[stored.length - TURNS_IN_FLIGHT];
+      if (earlier !== undefined) await earlier;
       await new Promise((resolve) => setImmediate(resolve));
       const stillFree = later.slice(start, start + ADDS_PER_TURN).filter((action) => {
         const slot = jobs.slotOf(action.identity);
