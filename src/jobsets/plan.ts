@@ -25,7 +25,10 @@
  * A target row matches a source key when it has every attribute of the key with the same value
  * (extra target attributes, e.g. DataJoint's legacy non-FK primary key parts, are ignored).
  * Key identity is canonical JSON (src/ids.ts), the string keyed job ids are derived from.
- * No I/O, no clock, no ids: the caller turns actions into events.
+ * The jobs come as a view by key (KeyedJobs: the node's key index, or an array for tests), and
+ * the source as SourceKeys looked up in that view while it was read, so a refresh that adds
+ * nothing never walks the queue's jobs. No I/O, no clock, no ids: the caller turns actions into
+ * events.
  */
 import type { JobStatus } from '../../machines/index.js';
 import { keyIdentity, type Key, type KeyValue } from './key.js';
@@ -145,8 +148,12 @@ export class SourceKeys {
   readonly identities: (string | undefined)[] = [];
   private seenSlots = new Uint8Array(1024);
   private readonly seenIdentities = new Set<string>();
+  /** The view's slot count before the first key was read: while it is unchanged, a key read without a slot still has none. */
+  readonly slotCountBefore: number;
 
-  constructor(readonly jobs: KeyedJobs) {}
+  constructor(readonly jobs: KeyedJobs) {
+    this.slotCountBefore = jobs.slotCount;
+  }
 
   static of(keys: Iterable<Key>, jobs: KeyedJobs): SourceKeys {
     const source = new SourceKeys(jobs);
@@ -294,6 +301,8 @@ export function planRefresh(input: RefreshPlanInput): RefreshPlan {
   // The source's key of each slot (first occurrence): stale and orphan ask "is this job's key
   // still in the source" by slot, without a set of every source identity.
   const sourceAt: (Key | undefined)[] = new Array<Key | undefined>(slotCount);
+  // No key got its first job since the source began to be read: the keys read without a slot still have none.
+  const lookAgain = slotCount !== source.slotCountBefore;
 
   const adds: PlanAction[] = [];
   const rePends: PlanAction[] = [];
@@ -301,7 +310,7 @@ export function planRefresh(input: RefreshPlanInput): RefreshPlan {
     const key = source.keys[s]!;
     let slot = source.slots[s]!;
     let identity = source.identities[s];
-    if (slot < 0) slot = jobs.slotOf(identity!);
+    if (slot < 0 && lookAgain) slot = jobs.slotOf(identity!);
     if (slot >= 0) {
       // A key read without a slot that has one now may repeat one read with it.
       if (sourceAt[slot] !== undefined) continue;
