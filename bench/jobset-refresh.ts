@@ -4,8 +4,8 @@
  * one node in this process: a bare SELECT of the keys through pg, the first refresh into an empty
  * job set (reads the source, plans, appends one keyed job.submitted per key) and a second refresh
  * that adds nothing, with bulk submit of the same number of keyed jobs beside them. Keys per
- * second each. The table is created under a unique name and dropped. Not part of `npm run bench`
- * yet (the lead decides where it goes beside bulk submit).
+ * second each. The table is created under a unique name and dropped. `npm run bench -- --only
+ * jobset_refresh` measures the same with the node in its own process (bench/scenarios/jobset-refresh.ts).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';

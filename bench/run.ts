@@ -23,6 +23,7 @@ import { auditGroup } from './scenarios/audit.js';
 import { flowControlGroup } from './scenarios/flow.js';
 import { fanInGroup } from './scenarios/fan-in.js';
 import { foldGroup } from './scenarios/fold.js';
+import { jobsetRefreshGroup } from './scenarios/jobset-refresh.js';
 import { largeGroup } from './scenarios/large.js';
 import { schedulesGroup } from './scenarios/schedules.js';
 import { substrateGroup } from './scenarios/substrate.js';
@@ -61,7 +62,7 @@ function parseArgs(argv: string[]): Args {
     else if (arg === '--node') node = argv[++i] as NodeMode;
     else if (arg === '--out') out = argv[++i]!;
     else if (arg === '--help' || arg === '-h') {
-      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, flow_control, large_queue, schedules, audit) [--node cli|child|inproc] [--profile] [--merge] [--render] [--out dir]\n  --render re-renders latest.md from latest.json without running anything\n  --merge keeps the rows of groups not run now from the previous latest.json (same --quick only)');
+      log('usage: npm run bench -- [--quick] [--only <group prefix>,...] (groups: append, fold, bulk_submit, end_to_end_c100|c10|c1, latency, flow_control, fan_in, large_queue, schedules, jobset_refresh, audit) [--node cli|child|inproc] [--profile] [--merge] [--render] [--out dir]\n  --render re-renders latest.md from latest.json without running anything\n  --merge keeps the rows of groups not run now from the previous latest.json (same --quick only)');
       process.exit(0);
     } else {
       log(`unknown argument ${arg}`);
@@ -258,6 +259,7 @@ async function main(): Promise<void> {
     fanInGroup(env),
     largeGroup(env),
     schedulesGroup(env),
+    jobsetRefreshGroup(env),
     auditGroup(config.foldJobs * 8, config.quick ? 2 : 3),
   ];
   const groups = allGroups.filter((g) => selected(g, args.only));

@@ -21,6 +21,8 @@ export interface SubmitSpec {
   readonly concurrency_key?: string;
   /** Dependencies (issue 15): the job waits until these jobs succeeded. */
   readonly depends_on?: readonly string[];
+  /** A keyed job (issue 14): one live job per (queue, key). */
+  readonly key?: Record<string, string | number | null>;
 }
 
 export interface ClientApi {
@@ -31,6 +33,9 @@ export interface ClientApi {
   live(options: { queue?: string; types?: readonly string[]; signal?: AbortSignal }): AsyncIterable<{ aggregate: { id: string } }> & { ready: Promise<void> };
   /** Flow control (a field left out keeps its value; null clears it); absent before flow control existed. */
   setQueue?(queue: string, settings: { concurrency?: number | null; key_concurrency?: number | null; create?: boolean }): Promise<unknown>;
+  /** Job sets (issue 14); absent before job sets existed. */
+  putJobSet?(command: { queue: string; key_source: { url: string; sql: string } }): Promise<unknown>;
+  refresh?(command: { queue: string }): Promise<{ added: number; removed: number; orphaned: number; re_pended: number }>;
   close(): Promise<void>;
 }
 
@@ -76,9 +81,9 @@ async function load<T>(relative: string): Promise<T> {
   }
 }
 
-export async function connectClient(url: string): Promise<ClientApi> {
-  const { Client } = await load<{ Client: { connect(o: { servers: string }): Promise<ClientApi> } }>('src/client/client.js');
-  return Client.connect({ servers: url });
+export async function connectClient(url: string, options: { requestTimeoutMs?: number } = {}): Promise<ClientApi> {
+  const { Client } = await load<{ Client: { connect(o: { servers: string; requestTimeoutMs?: number }): Promise<ClientApi> } }>('src/client/client.js');
+  return Client.connect({ servers: url, ...options });
 }
 
 export async function workerClass(): Promise<new (options: WorkerOptions) => WorkerApi> {

@@ -8,7 +8,10 @@
  * A refresh reads both sources to the end before it decides (a failing source appends nothing),
  * then plans and decides every event synchronously against committed state (jobs with an event
  * in flight in the writer are waited out, up to five times, then left for the next refresh, as the
- * bulk commands do), and hands them to the partition's writer in the same turn:
+ * bulk commands do), and hands them to the partition's writer in the same turn; past the first
+ * 2,000 adds the rest are decided and handed over 2,000 a turn, each checked again then (a key
+ * that got a job meanwhile is left alone), so a million-key refresh never holds the event loop
+ * for longer than the leadership lease:
  * - an add is a keyed `job.submitted` (the key's next free keyed id: src/commands/submit.ts);
  * - a stale removal is `job.removed {reason: stale}` (a running stale job is cancelled first, in
  *   the same commit: a running job is never removed);
@@ -28,9 +31,9 @@ import { toIso } from '../clock.js';
 import { DocketError, InvalidRequestError, InvalidTransitionError, UnavailableError, coerceError } from '../errors.js';
 import { eventIdFor, eventIdOf } from '../ids.js';
 import { keyIdentity, type Key } from '../jobsets/key.js';
-import { planJobOf } from '../jobsets/plan-jobs.js';
+import { indexedJobs, planJobOf } from '../jobsets/plan-jobs.js';
 import { missingKeys, planRefresh, type PlanAction, type PlanJob } from '../jobsets/plan.js';
-import { readRefreshInputs, type JobSetSources } from '../jobsets/refresh-inputs.js';
+import { readRefreshInputs, readRefreshSource, type JobSetSources } from '../jobsets/refresh-inputs.js';
 import { matchesRestriction, type Restriction, type RestrictionTerm } from '../jobsets/restrict.js';
 import { resolveRefreshSettings } from '../jobsets/settings.js';
 import type { Progress } from '../projections/progress.js';
@@ -90,6 +93,14 @@ export interface JobSetDeps {
 
 /** How many times a refresh waits for jobs busy in the writer before it leaves them for the next refresh (as bulk-commands.ts). */
 const BUSY_ROUNDS = 5;
+
+/**
+ * Adds decided and handed to the writer in one turn of the event loop: a million adds decided in
+ * one turn held the loop for over a minute on a loaded machine, far past the leadership lease.
+ */
+const ADDS_PER_TURN = 2_000;
+/** Turns of adds handed to the writer and not yet stored, at most. */
+const TURNS_IN_FLIGHT = 5;
 
 /** The queue's keyed jobs in the views, as the planner sees them. */
 function planJobs(deps: JobSetDeps, queue: string): PlanJob[] {
@@ -203,12 +214,19 @@ export async function refreshJobSet(deps: JobSetDeps, command: RefreshCommand): 
   const definition = jobSetOf(ctx, queue);
   if (definition === undefined) throw new InvalidRequestError(`queue ${queue} is not a job set: define its key source first (docket.cmd.jobset.put, docket jobset put)`, { details: { queue } });
   // Read to the end before anything is decided: a failing source appends nothing.
-  const inputs = await readRefreshInputs(definition as unknown as JobSetSources, { env: deps.env });
+  // The queue's jobs by key, from the key index: the source's keys are looked up as they are read.
+  const jobs = indexedJobs(ctx.keys.keysOf(queue), (jobId) => ctx.store.get(jobId));
+  // A read of a large source may take longer than the leadership lease: the queue stays led meanwhile.
+  const inputs = await writer.hold(() => readRefreshSource(definition as unknown as JobSetSources, { env: deps.env }, jobs));
   for (let round = 0; ; round++) {
     // The definition may have changed while the sources were read: plan with the current one.
     const settings = resolveRefreshSettings(body, jobSetOf(ctx, queue) ?? definition);
-    const plan = planRefresh({ source: inputs.source, target: inputs.target, restrict: restrictionOf(body.restrict), jobs: planJobs(deps, queue), settings, nowMs: ctx.clock.now() });
-    const decided = decide(deps, queue, plan.actions, plan, id, meta);
+    const plan = planRefresh({ source: inputs.source, target: inputs.target, restrict: restrictionOf(body.restrict), jobs, settings, nowMs: ctx.clock.now() });
+    // Adds come first in the plan: the first ADDS_PER_TURN of them and every other action now,
+    // the rest of the adds a turn apart below.
+    const added = plan.counts.added;
+    const firstAdds = Math.min(added, ADDS_PER_TURN);
+    const decided = decide(deps, queue, [...plan.actions.slice(0, firstAdds), ...plan.actions.slice(added)], plan, id, meta);
     // A job with an event in flight in the writer (a claim, a cancel; a keyed submit of the same
     // key takes the same id): wait it out and plan again on the settled state.
     const isBusy = (item: Item) => item.events.some((event) => writer.isBusy(event.aggregate.id));
@@ -220,17 +238,37 @@ export async function refreshJobSet(deps: JobSetDeps, command: RefreshCommand): 
     // Still busy after every round: something else keeps deciding those jobs; the next refresh sees them settled.
     const kept = busyItems.length === 0 ? decided : decided.filter((item) => !isBusy(item));
     if (busyItems.length > 0) ctx.log.info({ queue, busy: busyItems.length }, 'refresh left out jobs another command kept busy');
-    await store(ctx, writer, queue, kept);
-    return { queue, ...(await recordRefresh(ctx, writer, queue, refreshedId, countsOf(kept), meta)), replayed: false };
+    const stored = [handOver(writer, kept)];
+    const done = [...kept];
+    // The remaining adds, ADDS_PER_TURN a turn, so that the leader's other work (its lease above
+    // all) runs between them. Each is checked again when decided: a key that got a job meanwhile,
+    // or whose keyed id another command has in flight, is left alone, as a plan made then would.
+    const later = plan.actions.slice(firstAdds, added).filter((action) => action.type === 'add');
+    for (let start = 0; start < later.length; start += ADDS_PER_TURN) {
+      // At most TURNS_IN_FLIGHT turns' adds wait in the writer: the rest are decided as commits
+      // are acknowledged, so a million adds never queue at once (nor starve the lease's renewal).
+      const earlier = stored[stored.length - TURNS_IN_FLIGHT];
+      if (earlier !== undefined) await earlier;
+      await new Promise((resolve) => setImmediate(resolve));
+      const stillFree = later.slice(start, start + ADDS_PER_TURN).filter((action) => {
+        const slot = jobs.slotOf(action.identity);
+        return slot < 0 || !jobs.holds(slot);
+      });
+      const items = decide(deps, queue, stillFree, plan, id, meta).filter((item) => !isBusy(item));
+      stored.push(handOver(writer, items));
+      done.push(...items);
+    }
+    failIfAny(ctx, queue, (await Promise.all(stored)).flat());
+    return { queue, ...(await recordRefresh(ctx, writer, queue, refreshedId, countsOf(done), meta)), replayed: false };
   }
 }
 
 /**
- * Hands every decided event to the writer in one turn: single events through appendEach (as few
- * commits as they fit), each item of several events as one commit. Throws when any commit failed
- * (the stored ones stay: a refresh again completes the rest).
+ * Hands the decided events to the writer in one turn: single events through appendEach (as few
+ * commits as they fit), each item of several events as one commit. Resolves with the errors of
+ * the commits that failed (the stored ones stay: a refresh again completes the rest).
  */
-async function store(ctx: CommandContext, writer: PartitionWriter, queue: string, items: readonly Item[]): Promise<void> {
+async function handOver(writer: PartitionWriter, items: readonly Item[]): Promise<Error[]> {
   const singles = items.filter((item) => item.events.length === 1).map((item) => item.events[0]!);
   const groups = items.filter((item) => item.events.length > 1);
   const results = await Promise.allSettled([singles.length === 0 ? Promise.resolve([]) : writer.appendEach(singles), ...groups.map((item) => writer.append(item.events))]);
@@ -239,6 +277,11 @@ async function store(ctx: CommandContext, writer: PartitionWriter, queue: string
     if (result.status === 'rejected') errors.push(coerceError(result.reason));
     else for (const p of result.value) if (p instanceof Error) errors.push(p);
   }
+  return errors;
+}
+
+/** Throws the first failed commit's error, when any failed. */
+function failIfAny(ctx: CommandContext, queue: string, errors: readonly Error[]): void {
   if (errors.length === 0) return;
   ctx.log.warn({ queue, failed: errors.length, err: errors[0] }, 'refresh partly stored');
   const first = errors[0]!;
@@ -442,7 +485,7 @@ export async function deleteJobs(deps: JobSetDeps, command: DeleteCommand): Prom
     const deletable = matching.filter((job) => job.status !== 'reserved' && !writer.isBusy(job.jobId));
     const events = deletable.map((job) => envelope(ctx, 'job.removed', ctx.store.get(job.jobId)!, id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(id, job.jobId), { reason: 'deleted' }, meta));
     decideAll(queue, ctx, events);
-    await store(ctx, writer, queue, events.map((event) => ({ type: 'remove_stale' as const, events: [event] })));
+    failIfAny(ctx, queue, await handOver(writer, events.map((event) => ({ type: 'remove_stale' as const, events: [event] }))));
     return { queue, deleted: events.length, running: matching.filter((job) => job.status === 'reserved').length, replayed: false };
   }
 }

@@ -132,13 +132,21 @@ export function toKey(row: unknown, origin: KeyOrigin, options: ToKeyOptions = {
   if (names.length === 0) refuse(origin, 'a key must have at least one attribute');
   // A plain object is safe to fill: the names that would reach its prototype are refused first.
   const key: Record<string, KeyValue> = {};
+  // An upper bound on the key's JSON length (UTF-16 units): braces, and per attribute its quoted
+  // name (a character escapes to at most 6), colon and comma, and its value (a number's text is
+  // at most 24 characters).
+  let bound = 2;
   for (const name of names) {
     if (RESERVED.has(name)) refuse(origin, `attribute name ${excerpt(name)} is not allowed`);
     if (!Object.hasOwn(source, name)) refuse(origin, `the key lacks the attribute ${excerpt(name)} the job set declares`);
-    key[name] = normaliseValue(source[name], origin, name);
+    const value = normaliseValue(source[name], origin, name);
+    key[name] = value;
+    bound += name.length * 6 + 4 + (typeof value === 'string' ? value.length * 6 + 2 : 24);
   }
-  // Attribute order does not change the size, so plain JSON measures the canonical text; a
-  // UTF-16 unit is at most 3 bytes of UTF-8, so short keys need no byte count at all.
+  // A UTF-16 unit is at most 3 bytes of UTF-8, so a key whose bound fits needs no JSON at all
+  // (a million-key source would otherwise stringify each key once more).
+  if (bound * 3 <= Limits.MaxKeyBytes) return key;
+  // Attribute order does not change the size, so plain JSON measures the canonical text.
   const json = JSON.stringify(key);
   if (json.length * 3 > Limits.MaxKeyBytes) {
     const bytes = Buffer.byteLength(json);

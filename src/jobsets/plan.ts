@@ -25,7 +25,10 @@
  * A target row matches a source key when it has every attribute of the key with the same value
  * (extra target attributes, e.g. DataJoint's legacy non-FK primary key parts, are ignored).
  * Key identity is canonical JSON (src/ids.ts), the string keyed job ids are derived from.
- * No I/O, no clock, no ids: the caller turns actions into events.
+ * The jobs come as a view by key (KeyedJobs: the node's key index, or an array for tests), and
+ * the source as SourceKeys looked up in that view while it was read, so a refresh that adds
+ * nothing never walks the queue's jobs. No I/O, no clock, no ids: the caller turns actions into
+ * events.
  */
 import type { JobStatus } from '../../machines/index.js';
 import { keyIdentity, type Key, type KeyValue } from './key.js';
@@ -80,14 +83,120 @@ export interface PlanJob {
   readonly reservedAtMs?: number | null | undefined;
 }
 
+/** A job of the view with its place in submit order (stream sequence, or index in an array). */
+export interface OrderedPlanJob {
+  readonly job: PlanJob;
+  readonly order: number;
+}
+
+/**
+ * The queue's keyed jobs in the views, by key, as the planner asks for them. Each key that ever
+ * held a job has a slot, a number from 0 under `slotCount` that names it as long as the view
+ * lives (slots are only ever added), so the source's keys are looked up once, while they are
+ * read, and the plan works on slots. Two implementations: `keyedJobsOf` over an array of jobs
+ * (tests, benches) and the node's key index (src/jobsets/plan-jobs.ts indexedJobs), which saves
+ * a refresh building a map of every job of the queue.
+ */
+export interface KeyedJobs {
+  readonly slotCount: number;
+  /** The key's slot, or -1 when no job ever held it. */
+  slotOf(identity: string): number;
+  identityAt(slot: number): string;
+  /** Whether the slot's key holds a job in the views (any status). */
+  holds(slot: number): boolean;
+  /** The slot's jobs in the views, in submit order. */
+  jobsAt(slot: number): readonly OrderedPlanJob[];
+}
+
+/** A KeyedJobs over jobs given in submit order. */
+export function keyedJobsOf(jobs: Iterable<PlanJob>): KeyedJobs {
+  const slots = new Map<string, number>();
+  const identities: string[] = [];
+  const held: OrderedPlanJob[][] = [];
+  let order = 0;
+  for (const job of jobs) {
+    const identity = job.identity ?? identityOf(job.key);
+    let slot = slots.get(identity);
+    if (slot === undefined) {
+      slot = identities.length;
+      slots.set(identity, slot);
+      identities.push(identity);
+      held.push([]);
+    }
+    held[slot]!.push({ job, order: order++ });
+  }
+  return {
+    slotCount: identities.length,
+    slotOf: (identity) => slots.get(identity) ?? -1,
+    identityAt: (slot) => identities[slot]!,
+    holds: (slot) => held[slot]!.length > 0,
+    jobsAt: (slot) => held[slot]!,
+  };
+}
+
+/**
+ * A source's distinct keys (first occurrence wins: a source may repeat a row), in source order,
+ * each looked up in the job view as it arrives: `add` takes the source's batches while it is
+ * still being read, so identities and lookups overlap the read. A key that had no slot when
+ * read is looked up again when planned (a job may have been created for it meanwhile).
+ */
+export class SourceKeys {
+  readonly keys: Key[] = [];
+  /** Each key's slot when it was read, -1 for none. */
+  readonly slots: number[] = [];
+  /** The identity of each key read without a slot (undefined for the others: the view has it). */
+  readonly identities: (string | undefined)[] = [];
+  private seenSlots = new Uint8Array(1024);
+  private readonly seenIdentities = new Set<string>();
+  /** The view's slot count before the first key was read: while it is unchanged, a key read without a slot still has none. */
+  readonly slotCountBefore: number;
+
+  constructor(readonly jobs: KeyedJobs) {
+    this.slotCountBefore = jobs.slotCount;
+  }
+
+  static of(keys: Iterable<Key>, jobs: KeyedJobs): SourceKeys {
+    const source = new SourceKeys(jobs);
+    source.add(Array.isArray(keys) ? (keys as readonly Key[]) : [...keys]);
+    return source;
+  }
+
+  add(batch: readonly Key[]): void {
+    for (const key of batch) {
+      const identity = identityOf(key);
+      const slot = this.jobs.slotOf(identity);
+      if (slot >= 0) {
+        if (slot >= this.seenSlots.length) this.growTo(slot);
+        if (this.seenSlots[slot] === 1) continue;
+        this.seenSlots[slot] = 1;
+        this.identities.push(undefined);
+      } else {
+        if (this.seenIdentities.has(identity)) continue;
+        this.seenIdentities.add(identity);
+        this.identities.push(identity);
+      }
+      this.keys.push(key);
+      this.slots.push(slot);
+    }
+  }
+
+  private growTo(slot: number): void {
+    let length = this.seenSlots.length;
+    while (length <= slot) length *= 2;
+    const grown = new Uint8Array(length);
+    grown.set(this.seenSlots);
+    this.seenSlots = grown;
+  }
+}
+
 export interface RefreshPlanInput {
-  /** Every key of the source (not restricted: step 3 needs them all). */
-  readonly source: Iterable<Key>;
+  /** Every key of the source (not restricted: step 3 needs them all); SourceKeys over `jobs` when read as it streamed. */
+  readonly source: Iterable<Key> | SourceKeys;
   readonly restrict?: Restriction | undefined;
   /** The target's rows (keys already computed); none: nothing is computed yet. */
   readonly target?: Iterable<Key> | undefined;
-  /** The queue's current jobs, in submit order. */
-  readonly jobs: Iterable<PlanJob>;
+  /** The queue's current jobs, in submit order, or a view of them by key. */
+  readonly jobs: Iterable<PlanJob> | KeyedJobs;
   readonly settings: ResolvedRefreshSettings;
   readonly nowMs: number;
 }
@@ -171,74 +280,73 @@ export function missingKeys(source: Iterable<Key>, target: Iterable<Key> | undef
   return missing;
 }
 
+function isKeyedJobs(jobs: Iterable<PlanJob> | KeyedJobs): jobs is KeyedJobs {
+  return typeof (jobs as KeyedJobs).slotOf === 'function';
+}
+
+/** A job the plan may remove, with where it stands. */
+interface Candidate extends OrderedPlanJob {
+  readonly slot: number;
+}
+
+const bySubmitOrder = (a: Candidate, b: Candidate) => a.order - b.order;
+
 export function planRefresh(input: RefreshPlanInput): RefreshPlan {
   const { settings, nowMs } = input;
-  // The source by identity, first occurrence wins (a source may repeat a row).
-  // The source by identity, first occurrence wins (a source may repeat a row); in source order
-  // in two arrays, so walking it allocates nothing per key.
-  const source = new Map<string, Key>();
-  const sourceIds: string[] = [];
-  const sourceKeys: Key[] = [];
-  for (const key of input.source) {
-    const identity = identityOf(key);
-    if (source.has(identity)) continue;
-    source.set(identity, key);
-    sourceIds.push(identity);
-    sourceKeys.push(key);
-  }
+  const jobs = isKeyedJobs(input.jobs) ? input.jobs : keyedJobsOf(input.jobs);
+  const source = input.source instanceof SourceKeys ? input.source : SourceKeys.of(input.source, jobs);
+  if (source.jobs !== jobs) throw new Error('planRefresh: the source keys were looked up in another job view');
   const target = new TargetIndex(input.target === undefined ? [] : [...input.target]);
-
-  // Each job's identity once; most keys hold one job, kept without an array.
-  const jobs = Array.isArray(input.jobs) ? (input.jobs as readonly PlanJob[]) : [...input.jobs];
-  const identities = jobs.map((job) => job.identity ?? identityOf(job.key));
-  const jobsByKey = new Map<string, PlanJob | PlanJob[]>();
-  for (let i = 0; i < jobs.length; i++) {
-    const job = jobs[i]!;
-    const identity = identities[i]!;
-    const held = jobsByKey.get(identity);
-    if (held === undefined) jobsByKey.set(identity, job);
-    else if (Array.isArray(held)) held.push(job);
-    else jobsByKey.set(identity, [held, job]);
-  }
-  const jobsOf = (identity: string): readonly PlanJob[] => {
-    const held = jobsByKey.get(identity);
-    return held === undefined ? [] : Array.isArray(held) ? held : [held as PlanJob];
-  };
+  const slotCount = jobs.slotCount;
+  // The source's key of each slot (first occurrence): stale and orphan ask "is this job's key
+  // still in the source" by slot, without a set of every source identity.
+  const sourceAt: (Key | undefined)[] = new Array<Key | undefined>(slotCount);
+  // No key got its first job since the source began to be read: the keys read without a slot still have none.
+  const lookAgain = slotCount !== source.slotCountBefore;
 
   const adds: PlanAction[] = [];
   const rePends: PlanAction[] = [];
-  for (let s = 0; s < sourceIds.length; s++) {
-    const identity = sourceIds[s]!;
-    const key = sourceKeys[s]!;
+  for (let s = 0; s < source.keys.length; s++) {
+    const key = source.keys[s]!;
+    let slot = source.slots[s]!;
+    let identity = source.identities[s];
+    if (slot < 0 && lookAgain) slot = jobs.slotOf(identity!);
+    if (slot >= 0) {
+      // A key read without a slot that has one now may repeat one read with it.
+      if (sourceAt[slot] !== undefined) continue;
+      sourceAt[slot] = key;
+    }
     if (input.restrict !== undefined && !matchesRestriction(key, input.restrict)) continue;
-    const hasJob = jobsByKey.has(identity);
+    const hasJob = slot >= 0 && jobs.holds(slot);
     // With every key holding a job and no keep_completed (a refresh that adds nothing), the
     // target need not be asked.
     if (hasJob && !settings.keepCompleted) continue;
+    identity ??= jobs.identityAt(slot);
     if (target.has(key, identity)) continue;
     if (!hasJob) {
       adds.push({ type: 'add', key, identity });
       continue;
     }
-    const held = jobsOf(identity);
-    if (held.some((job) => isHolding(job.status))) continue;
+    const held = jobs.jobsAt(slot);
+    if (held.some(({ job }) => isHolding(job.status))) continue;
     // The latest job decides (a retry chain's failure followed by a success is a success).
-    let latest = held[0]!;
-    for (const job of held) if (job.createdAtMs >= latest.createdAtMs) latest = job;
+    let latest = held[0]!.job;
+    for (const { job } of held) if (job.createdAtMs >= latest.createdAtMs) latest = job;
     if (latest.status !== 'success') continue;
-    rePends.push({ type: 're_pend', key, identity, removeJobIds: held.filter((job) => job.status === 'success').map((job) => job.jobId) });
+    rePends.push({ type: 're_pend', key, identity, removeJobIds: held.filter(({ job }) => job.status === 'success').map(({ job }) => job.jobId) });
   }
 
   const stale: PlanAction[] = [];
   const removed = new Set<string>();
   if (settings.staleTimeoutS > 0) {
     const before = nowMs - settings.staleTimeoutS * 1000;
-    for (let i = 0; i < jobs.length; i++) {
-      const job = jobs[i]!;
-      if (job.status === 'ignore' || job.createdAtMs >= before) continue;
-      const identity = identities[i]!;
-      if (source.has(identity)) continue;
-      stale.push({ type: 'remove_stale', jobId: job.jobId, identity });
+    const candidates: Candidate[] = [];
+    for (let slot = 0; slot < slotCount; slot++) {
+      if (sourceAt[slot] !== undefined || !jobs.holds(slot)) continue;
+      for (const held of jobs.jobsAt(slot)) if (held.job.status !== 'ignore' && held.job.createdAtMs < before) candidates.push({ ...held, slot });
+    }
+    for (const { job, slot } of candidates.sort(bySubmitOrder)) {
+      stale.push({ type: 'remove_stale', jobId: job.jobId, identity: jobs.identityAt(slot) });
       removed.add(job.jobId);
     }
   }
@@ -246,13 +354,18 @@ export function planRefresh(input: RefreshPlanInput): RefreshPlan {
   const orphans: PlanAction[] = [];
   if (settings.orphanTimeoutS !== null) {
     const before = nowMs - settings.orphanTimeoutS * 1000;
-    for (let i = 0; i < jobs.length; i++) {
-      const job = jobs[i]!;
-      if (job.status !== 'reserved' || removed.has(job.jobId)) continue;
-      if ((job.reservedAtMs ?? job.createdAtMs) >= before) continue;
-      const identity = identities[i]!;
-      const key = source.get(identity);
-      const othersHold = jobsOf(identity).some((other) => other.jobId !== job.jobId && !removed.has(other.jobId) && isHolding(other.status));
+    const candidates: Candidate[] = [];
+    for (let slot = 0; slot < slotCount; slot++) {
+      if (!jobs.holds(slot)) continue;
+      for (const held of jobs.jobsAt(slot)) {
+        const { job } = held;
+        if (job.status === 'reserved' && !removed.has(job.jobId) && (job.reservedAtMs ?? job.createdAtMs) < before) candidates.push({ ...held, slot });
+      }
+    }
+    for (const { job, slot } of candidates.sort(bySubmitOrder)) {
+      const identity = jobs.identityAt(slot);
+      const key = sourceAt[slot];
+      const othersHold = jobs.jobsAt(slot).some(({ job: other }) => other.jobId !== job.jobId && !removed.has(other.jobId) && isHolding(other.status));
       const reAdd = key !== undefined && !target.has(key, identity) && !othersHold;
       orphans.push({ type: 'orphan', jobId: job.jobId, identity, key: key ?? null, reAdd });
       removed.add(job.jobId);

@@ -6,7 +6,8 @@
  */
 import type { KeySourceSpec } from '../commands/jobset-schemas.js';
 import type { Key } from './key.js';
-import { createKeySource, readAllKeys, type KeySourceOptions } from './source.js';
+import { SourceKeys, type KeyedJobs } from './plan.js';
+import { createKeySource, readAllKeys, type KeySource, type KeySourceOptions } from './source.js';
 
 export interface JobSetSources {
   readonly key_source: KeySourceSpec;
@@ -21,7 +22,23 @@ export interface RefreshInputs {
 }
 
 export async function readRefreshInputs(jobSet: JobSetSources, options: Omit<KeySourceOptions, 'attributes'>): Promise<RefreshInputs> {
-  const source = readAllKeys(createKeySource(jobSet.key_source, { ...options, attributes: jobSet.attributes }));
+  return readInputs(jobSet, options, (source) => readAllKeys(source));
+}
+
+/**
+ * The same read for a refresh: the source's keys go into SourceKeys batch by batch as they
+ * arrive, each looked up in the job view while the next batch is on its way.
+ */
+export async function readRefreshSource(jobSet: JobSetSources, options: Omit<KeySourceOptions, 'attributes'>, jobs: KeyedJobs): Promise<{ readonly source: SourceKeys; readonly target: Key[] }> {
+  return readInputs(jobSet, options, async (source) => {
+    const keys = new SourceKeys(jobs);
+    for await (const batch of source.batches()) keys.add(batch);
+    return keys;
+  });
+}
+
+async function readInputs<S>(jobSet: JobSetSources, options: Omit<KeySourceOptions, 'attributes'>, readSource: (source: KeySource) => Promise<S>): Promise<{ readonly source: S; readonly target: Key[] }> {
+  const source = readSource(createKeySource(jobSet.key_source, { ...options, attributes: jobSet.attributes }));
   const target = jobSet.target === undefined ? Promise.resolve([]) : readAllKeys(createKeySource(jobSet.target, options));
   // Both settle before either failure is reported, so no read is left running behind an error.
   const [s, t] = await Promise.allSettled([source, target]);

@@ -129,13 +129,23 @@ async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, des
     step = 'running the query';
     await client.query('BEGIN READ ONLY');
     await client.query(`DECLARE docket_keys NO SCROLL CURSOR FOR ${statementOf(spec.sql)}`);
+    const fetchNext = () => {
+      const fetching = client.query<Record<string, unknown>>(`FETCH ${batch} FROM docket_keys`);
+      // Awaited below, unless the reader stops first (then the client's end rejects it).
+      fetching.catch(() => undefined);
+      return fetching;
+    };
     let row = 0;
+    let fetching = fetchNext();
     for (;;) {
-      const result = await client.query<Record<string, unknown>>(`FETCH ${batch} FROM docket_keys`);
+      const result = await fetching;
+      const more = result.rows.length === batch;
+      // The server fills the next batch while this one becomes keys and the reader takes it.
+      if (more) fetching = fetchNext();
       const first = row;
       row += result.rows.length;
       if (result.rows.length > 0) yield result.rows.map((r, i) => toKey(r, `${description} row ${first + i + 1}`, { attributes: options.attributes }));
-      if (result.rows.length < batch) break;
+      if (!more) break;
     }
     await client.query('COMMIT');
   } catch (err) {

@@ -1,46 +1,71 @@
 /**
- * The key index: per (queue, key), the live jobs (normally at most one), how many jobs were ever
- * created for it (submits and retries alike: the generation of the next keyed job id), and the
- * latest of them. Every job of a key takes its id from (queue, key, generation), so a keyed
- * submit and a keyed retry racing on two nodes create the same id, and one of them wins.
+ * The key index: per (queue, key), the live jobs (normally at most one), the jobs still in the
+ * views (not removed: what a job set's refresh plans over), how many jobs were ever created for
+ * it (submits and retries alike: the generation of the next keyed job id), and the latest of
+ * them. Every job of a key takes its id from (queue, key, generation), so a keyed submit and a
+ * keyed retry racing on two nodes create the same id, and one of them wins.
+ *
+ * A queue's keys are numbered in the order they were first seen (their slot); an entry is never
+ * dropped, so a slot names the same key for the node's lifetime. A refresh looks its source's
+ * keys up once while it reads them and plans on the slots (src/jobsets/plan.ts KeyedJobs).
  */
 import { isLiveStatus } from '../../machines/index.js';
-import { canonicalJson } from '../ids.js';
+import { keyIdentity } from '../jobsets/key.js';
 import type { JobChange } from '../store/job-store.js';
 
-interface KeyEntry {
+export interface KeyEntry {
+  /** canonicalJson of the key (src/jobsets/key.ts keyIdentity). */
+  readonly identity: string;
+  /** Its number among the queue's keys, from 0. */
+  readonly slot: number;
   readonly live: Set<string>;
+  /** The key's jobs not removed, in the order they were created (normally one). */
+  readonly present: string[];
   generations: number;
   latest: { jobId: string; seq: number } | undefined;
 }
 
-export function keyIndexKey(queue: string, canonicalKey: string): string {
-  return `${queue}\u0000${canonicalKey}`;
+/** One queue's keys: by identity, and by slot. */
+export interface QueueKeys {
+  readonly byIdentity: Map<string, KeyEntry>;
+  readonly bySlot: KeyEntry[];
 }
 
 export class KeyIndex {
-  private readonly entries = new Map<string, KeyEntry>();
+  private readonly queues = new Map<string, QueueKeys>();
 
   readonly apply = (change: JobChange): void => {
     const ctx = change.after.state.job.context;
     if (ctx.key === null) return;
-    const k = keyIndexKey(change.after.queue, canonicalJson(ctx.key));
-    let entry = this.entries.get(k);
+    const { queue, jobId } = change.after;
+    const keys = this.keysOf(queue);
+    const identity = keyIdentity(ctx.key);
+    let entry = keys.byIdentity.get(identity);
     if (!entry) {
-      entry = { live: new Set(), generations: 0, latest: undefined };
-      this.entries.set(k, entry);
+      entry = { identity, slot: keys.bySlot.length, live: new Set(), present: [], generations: 0, latest: undefined };
+      keys.byIdentity.set(identity, entry);
+      keys.bySlot.push(entry);
     }
+    const status = change.after.state.job.value;
     if (change.before === undefined) {
       entry.generations += 1;
-      if (!entry.latest || change.after.submitSeq > entry.latest.seq) entry.latest = { jobId: change.after.jobId, seq: change.after.submitSeq };
+      if (!entry.latest || change.after.submitSeq > entry.latest.seq) entry.latest = { jobId, seq: change.after.submitSeq };
+      if (status !== 'removed') entry.present.push(jobId);
+    } else if (status === 'removed' && change.before.state.job.value !== 'removed') {
+      const at = entry.present.indexOf(jobId);
+      if (at >= 0) entry.present.splice(at, 1);
     }
-    if (isLiveStatus(change.after.state.job.value)) entry.live.add(change.after.jobId);
-    else entry.live.delete(change.after.jobId);
+    if (isLiveStatus(status)) entry.live.add(jobId);
+    else entry.live.delete(jobId);
   };
+
+  private entry(queue: string, canonicalKey: string): KeyEntry | undefined {
+    return this.queues.get(queue)?.byIdentity.get(canonicalKey);
+  }
 
   /** A live job holding the key, if any. */
   liveJob(queue: string, canonicalKey: string): string | undefined {
-    const entry = this.entries.get(keyIndexKey(queue, canonicalKey));
+    const entry = this.entry(queue, canonicalKey);
     if (!entry) return undefined;
     for (const jobId of entry.live) return jobId;
     return undefined;
@@ -48,11 +73,21 @@ export class KeyIndex {
 
   /** How many jobs exist for the key: the next keyed id's generation. */
   generations(queue: string, canonicalKey: string): number {
-    return this.entries.get(keyIndexKey(queue, canonicalKey))?.generations ?? 0;
+    return this.entry(queue, canonicalKey)?.generations ?? 0;
   }
 
   /** The key's most recently created job (by stream sequence). */
   latestJob(queue: string, canonicalKey: string): string | undefined {
-    return this.entries.get(keyIndexKey(queue, canonicalKey))?.latest?.jobId;
+    return this.entry(queue, canonicalKey)?.latest?.jobId;
+  }
+
+  /** The queue's keys (live view: it grows as jobs of new keys are created). */
+  keysOf(queue: string): QueueKeys {
+    let keys = this.queues.get(queue);
+    if (keys === undefined) {
+      keys = { byIdentity: new Map(), bySlot: [] };
+      this.queues.set(queue, keys);
+    }
+    return keys;
   }
 }

@@ -103,6 +103,8 @@ export class PartitionWriter {
   private inFlight = false;
   private flushScheduled = false;
   private readonly busy = new Map<string, Busy>();
+  /** Commands still reading before they decide (holding): the partition is not idle meanwhile. */
+  private holding = 0;
   private closedWith: Error | undefined;
   /** Resolves once this node has folded the partition to the tip: nothing is decided before. */
   private gate: Promise<void> = Promise.resolve();
@@ -142,7 +144,20 @@ export class PartitionWriter {
 
   /** Whether nothing waits to be committed or is in flight. */
   get idle(): boolean {
-    return !this.inFlight && this.queued.length === 0 && this.busy.size === 0;
+    return !this.inFlight && this.queued.length === 0 && this.busy.size === 0 && this.holding === 0;
+  }
+
+  /**
+   * Runs `work` (a command that reads for long before it decides: a refresh reading its key
+   * source) with the partition counted as busy, so its leader does not let it go as idle meanwhile.
+   */
+  async hold<T>(work: () => Promise<T>): Promise<T> {
+    this.holding += 1;
+    try {
+      return await work();
+    } finally {
+      this.holding -= 1;
+    }
   }
 
   /**
