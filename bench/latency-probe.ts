@@ -1,0 +1,70 @@
+/**
+ * The latency loop's anatomy, in one process (a node, a Worker at concurrency 1, a client):
+ * submit -> completion seen on the live events, one job after another. Prints p50/p99 of the
+ * whole and of the submit's round trip, and how many jobs were claimed in their submit's own
+ * commit (a claim parked before the submit: the dispatcher's hand-off).
+ *
+ *   npx tsx bench/latency-probe.ts [jobs=300]
+ */
+import { connect } from '@nats-io/transport-node';
+import { Client } from '../src/client/client.js';
+import { Worker } from '../src/client/worker.js';
+import { startNode } from '../src/node.js';
+import { queueLog } from '../test/support/docket.js';
+import { startNatsServer } from '../test/support/nats-server.js';
+
+const n = Number(process.argv[2] ?? 300);
+const warmup = 20;
+const server = await startNatsServer();
+const node = await startNode({ servers: server.url, nodeName: 'latency-probe' });
+const client = await Client.connect({ servers: server.url });
+const watcher = await Client.connect({ servers: server.url });
+const worker = new Worker({ servers: server.url, queue: 'lat', concurrency: 1, handler: async () => null });
+await worker.start();
+const waiting = new Map<string, () => void>();
+const early = new Set<string>();
+const abort = new AbortController();
+const events = watcher.live({ queue: 'lat', types: ['job.succeeded'], signal: abort.signal });
+await events.ready;
+void (async () => {
+  for await (const e of events) {
+    const resolve = waiting.get(e.aggregate.id);
+    if (resolve) resolve();
+    else early.add(e.aggregate.id);
+  }
+})().catch(() => undefined);
+
+const total: number[] = [];
+const submits: number[] = [];
+for (let i = 0; i < n + warmup; i++) {
+  const t0 = performance.now();
+  const { job_id } = await client.submit({ queue: 'lat', params: { i } });
+  const submitted = performance.now() - t0;
+  if (!early.delete(job_id)) {
+    await new Promise<void>((resolve) => waiting.set(job_id, resolve));
+    waiting.delete(job_id);
+  }
+  if (i >= warmup) {
+    total.push(performance.now() - t0);
+    submits.push(submitted);
+  }
+}
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!.toFixed(2);
+const nc = await connect({ servers: server.url });
+const seqs = new Map<string, { submitted?: number; claimed?: number }>();
+for (const e of await queueLog(nc, 'lat')) {
+  const entry = seqs.get(e.jobId) ?? {};
+  if (e.type === 'job.submitted') entry.submitted = e.seq;
+  if (e.type === 'job.claimed') entry.claimed = e.seq;
+  seqs.set(e.jobId, entry);
+}
+const handedOff = [...seqs.values()].filter((s) => s.submitted !== undefined && s.submitted === s.claimed).length;
+console.log(JSON.stringify({ jobs: n, p50_ms: pct(total, 50), p99_ms: pct(total, 99), submit_p50_ms: pct(submits, 50), claimed_in_submit_commit: `${handedOff}/${seqs.size}` }));
+abort.abort();
+await worker.close();
+await client.close();
+await watcher.close();
+await nc.close();
+await node.close();
+await server.stop();
+process.exit(0);
