@@ -20,7 +20,7 @@ import type { Logger } from '../logger.js';
 import { parseRestrict } from './jobset-commands.js';
 import { parseInteger, parseLogLevel, parsePositiveInteger, readEnvironment } from './options.js';
 import { writeErr, writeJson, writeOut } from './render.js';
-import { resolveCommand, runCommand, signalGroup, type CommandRun } from './run-command.js';
+import { onStopSignals, resolveCommand, runCommand, type CommandRun, type Stop } from './run-command.js';
 import { setExitCode, withClient } from './session.js';
 
 interface PopulateFlags {
@@ -89,41 +89,6 @@ async function progressBar(total: number): Promise<Bar | undefined> {
       bar.increment(delta, { ...payload, rate: (done / Math.max(0.001, (Date.now() - startedAt) / 1000)).toFixed(1) });
     },
     stop: () => bar.stop(),
-  };
-}
-
-interface Stop {
-  /** Resolves at the first SIGINT/SIGTERM. */
-  readonly requested: Promise<void>;
-  readonly isRequested: () => boolean;
-  readonly dispose: () => void;
-}
-
-/** First signal: stop taking keys and let the running commands end. Second: kill them and exit. */
-function onStopSignals(run: CommandRun, log: Logger): Stop {
-  let requested = false;
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => (resolve = r));
-  const handler = (signal: NodeJS.Signals) => {
-    if (!requested) {
-      requested = true;
-      log.warn({ signal, running: run.children.size }, 'stopping: no more keys; the running commands finish');
-      resolve();
-      return;
-    }
-    log.warn({ signal, running: run.children.size }, 'stopping now: killing the running commands');
-    for (const child of run.children) signalGroup(child, 'SIGKILL');
-    process.exit(1);
-  };
-  process.on('SIGINT', handler);
-  process.on('SIGTERM', handler);
-  return {
-    requested: promise,
-    isRequested: () => requested,
-    dispose: () => {
-      process.off('SIGINT', handler);
-      process.off('SIGTERM', handler);
-    },
   };
 }
 

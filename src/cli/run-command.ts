@@ -11,6 +11,7 @@ import { delimiter, join, resolve } from 'node:path';
 import type { Json } from '../../machines/index.js';
 import type { WorkerJob, WorkerJobContext } from '../client/worker.js';
 import { InvalidRequestError, NonRetryableJobError } from '../errors.js';
+import type { Logger } from '../logger.js';
 
 /** Keeps the last `limit` characters of a stream (the error message of a failed job). */
 function tailCollector(limit: number): { push(chunk: Buffer): void; text(): string } {
@@ -161,3 +162,37 @@ export function runCommand(run: CommandRun, job: WorkerJob, ctx: WorkerJobContex
   });
 }
 
+export interface Stop {
+  /** Resolves at the first SIGINT/SIGTERM. */
+  readonly requested: Promise<void>;
+  readonly isRequested: () => boolean;
+  readonly dispose: () => void;
+}
+
+/** First SIGINT/SIGTERM: stop taking jobs and let the running commands end. Second: kill them and exit. */
+export function onStopSignals(run: CommandRun, log: Logger, what = 'no more keys'): Stop {
+  let requested = false;
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  const handler = (signal: NodeJS.Signals) => {
+    if (!requested) {
+      requested = true;
+      log.warn({ signal, running: run.children.size }, `stopping: ${what}; the running commands finish`);
+      resolve();
+      return;
+    }
+    log.warn({ signal, running: run.children.size }, 'stopping now: killing the running commands');
+    for (const child of run.children) signalGroup(child, 'SIGKILL');
+    process.exit(1);
+  };
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+  return {
+    requested: promise,
+    isRequested: () => requested,
+    dispose: () => {
+      process.off('SIGINT', handler);
+      process.off('SIGTERM', handler);
+    },
+  };
+}

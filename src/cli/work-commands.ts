@@ -13,7 +13,7 @@ import { isQueueName } from '../nats/subjects.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
 import { parseInteger, parseLogLevel, parsePositiveInteger, readEnvironment, serverFrom } from './options.js';
 import { writeJson, writeOut } from './render.js';
-import { resolveCommand, runCommand, signalGroup, type CommandRun } from './run-command.js';
+import { onStopSignals, resolveCommand, runCommand, type CommandRun } from './run-command.js';
 import { setExitCode, withClient } from './session.js';
 
 /** Between two attempts to reach NATS at start. */
@@ -88,22 +88,8 @@ async function workAction(queue: string, argv: readonly string[], flags: WorkFla
   const log = logger.child({ component: 'work', queue });
 
   // First signal: stop claiming, let the commands running finish (drain). Second: stop them too.
-  let stopRequested!: () => void;
-  const stopped = new Promise<void>((r) => (stopRequested = r));
-  let signals = 0;
-  const onSignal = (signal: NodeJS.Signals) => {
-    signals += 1;
-    if (signals === 1) {
-      log.info({ signal, running: run.children.size }, 'stopping: finishing the commands running');
-      stopRequested();
-      return;
-    }
-    log.warn({ signal, running: run.children.size }, 'stopping now: killing the commands running');
-    for (const child of run.children) signalGroup(child, 'SIGKILL');
-    process.exit(1);
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const stop = onStopSignals(run, log, 'no more jobs');
+  const stopped = stop.requested;
 
   const startedAt = Date.now();
   const nc = await connectWaiting(url, log, stopped);
