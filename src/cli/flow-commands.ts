@@ -9,6 +9,7 @@ import type { Command } from 'commander';
 import type { QueueSettingsChange, RateLimit } from '../../machines/index.js';
 import type { Client } from '../client/client.js';
 import type { QueueShow } from '../commands/flow-queries.js';
+import type { GroupView, listGroups } from '../commands/group-commands.js';
 import type { QueueView } from '../commands/queue-commands.js';
 import type { ReservationView } from '../commands/reservation-commands.js';
 import { InvalidRequestError } from '../errors.js';
@@ -137,30 +138,19 @@ async function runDirect(client: Client, queue: string, argv: readonly string[],
   return code;
 }
 
-interface GroupReply {
-  readonly group_id: string;
-  readonly name: string | null;
-  readonly mode: string;
-  readonly on_failure: string;
-  readonly status: string;
-  readonly created_at: string | null;
-  readonly ended_at: string | null;
-  readonly members?: readonly { job_id: string; queue: string; status: string }[];
-}
-
 export function registerFlowCommands(program: Command): void {
   const groupCommand = program.command('group').description('groups of jobs run in order or together (create them with docket.cmd.group.create or the SDK)');
   withCommonOptions(groupCommand.command('show').description('a group, its derived status and each member').argument('<group_id>', 'group id')).action(async (id: string, flags: CommonFlags) => {
-    const group = await withClient(flags, (client) => client.request<GroupReply>('group.get', { group_id: id }));
+    const group = await withClient(flags, (client) => client.request<GroupView>('group.get', { group_id: id }));
     if (flags.json) {
       writeJson({ ...group, ok: true });
       return;
     }
     writeOut(recordTable([['group', group.group_id], ['name', group.name], ['mode', group.mode], ['on failure', group.on_failure], ['status', group.status], ['created at', group.created_at], ['ended at', group.ended_at]]));
-    writeOut(table(['#', 'job', 'queue', 'status'], (group.members ?? []).map((m, i) => [i, m.job_id, m.queue, m.status])));
+    writeOut(table(['#', 'job', 'queue', 'status'], group.members.map((m, i) => [i, m.job_id, m.queue, m.status])));
   });
   withCommonOptions(groupCommand.command('ls').description('every group and its status')).action(async (flags: CommonFlags) => {
-    const { groups } = await withClient(flags, (client) => client.request<{ groups: GroupReply[] }>('group.list', {}));
+    const { groups } = await withClient(flags, (client) => client.request<ReturnType<typeof listGroups>>('group.list', {}));
     if (flags.json) writeJson({ ok: true, groups });
     else if (groups.length === 0) writeOut('no groups');
     else writeOut(table(['group', 'name', 'mode', 'status', 'created at', 'ended at'], groups.map((g) => [g.group_id, g.name, g.mode, g.status, g.created_at, g.ended_at])));
