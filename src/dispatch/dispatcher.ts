@@ -19,7 +19,7 @@ import type { Logger } from '../logger.js';
 import type { QueueOrder } from '../projections/queue-order.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
 import type { FlowGate } from './flow-gate.js';
-import { claimedBytesOf, selectClaimable } from './select-claimable.js';
+import { selectClaimable } from './select-claimable.js';
 import { ParkedKeys } from './parked-keys.js';
 
 type Submitted = Extract<JobEvent, { type: 'job.submitted' }>;
@@ -59,6 +59,39 @@ interface Waiter {
   /** Real time (ms) when the claim is answered with no jobs. */
   readonly deadline: number;
   timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * Jobs being submitted, as an order `selectClaimable` can take from: in queue order (priority,
+ * then submit order); a job put back returns to its place, so the next parked claim may take it.
+ */
+class SubmitOrder {
+  private readonly taken = new Set<string>();
+  private from = 0;
+
+  constructor(private readonly ids: readonly string[]) {}
+
+  /** Jobs not taken. */
+  get size(): number {
+    return this.ids.length - this.taken.size;
+  }
+
+  take(_queue: string): string | undefined {
+    while (this.from < this.ids.length && this.taken.has(this.ids[this.from]!)) this.from += 1;
+    for (let i = this.from; i < this.ids.length; i++) {
+      const id = this.ids[i]!;
+      if (this.taken.has(id)) continue;
+      this.taken.add(id);
+      return id;
+    }
+    return undefined;
+  }
+
+  release(_queue: string, id: string): void {
+    if (!this.taken.delete(id)) return;
+    const at = this.ids.indexOf(id);
+    if (at >= 0 && at < this.from) this.from = at;
+  }
 }
 
 const POLL_MS = 1000;
@@ -139,7 +172,7 @@ export class QueueDispatcher {
         queue: this.queue,
         order: this.order,
         gate: this.gate,
-        lookup: (id) => this.ctx.store.get(id),
+        jobOf: (id) => this.ctx.store.get(id)?.state.job.context,
         max: waiter.request.max ?? 1,
         maxPriority: waiter.request.max_priority,
         replyBudget: this.replyBudget(),
@@ -212,53 +245,62 @@ export class QueueDispatcher {
   handOff(writer: PartitionWriter, submits: readonly Submitted[]): HandedOff[] {
     if (this.stopped || this.waiters.length === 0 || submits.length === 0) return [];
     const nowMs = this.clock.now();
-    const ready = submits
+    const ready = new Map<string, { readonly event: Submitted; readonly index: number; readonly state: JobState }>();
+    submits
       .map((event, index) => ({ event, index, state: evolveJob(INITIAL_JOB_STATE, event) }))
       .filter((c): c is { event: Submitted; index: number; state: JobState } => c.state?.job.value === 'queued' && Date.parse(c.state.job.context.run_at) <= nowMs)
-      .sort((a, b) => a.state.job.context.priority - b.state.job.context.priority || a.index - b.index);
+      .sort((a, b) => a.state.job.context.priority - b.state.job.context.priority || a.index - b.index)
+      .forEach((c) => ready.set(c.event.data.job_id, c));
+    const candidates = new SubmitOrder([...ready.keys()]);
     const handed: HandedOff[] = [];
-    let next = 0;
-    while (next < ready.length && this.waiters.length > 0) {
+    while (candidates.size > 0 && this.waiters.length > 0) {
       const waiter = this.waiters[0]!;
-      const room = Math.min(waiter.request.max ?? 1, this.gate.room(nowMs));
-      let budget = this.replyBudget();
-      const claims: Promise<ClaimedJob | null>[] = [];
-      for (; next < ready.length && claims.length < room; next++) {
-        const { event, index, state } = ready[next]!;
-        // Sorted by priority: none after this one is urgent enough for the claim; the pump answers it.
-        if (waiter.request.max_priority !== undefined && state.job.context.priority > waiter.request.max_priority) break;
-        const key = state.job.context.concurrency_key;
-        // A held key's job stays for the pump, which parks it in its place.
-        if (this.gate.keyHold(key, nowMs) !== null) continue;
-        const bytes = claimedBytesOf(state.job.context);
-        if (claims.length > 0 && bytes > budget) break;
-        const job = { queue: this.queue, jobId: event.data.job_id };
-        const runId = this.ctx.ids.next();
-        const leaseMs = waiter.request.lease_ms ?? JobDefaults.leaseMs;
-        const claimed = claimEvent(this.ctx, job, eventIdOf(this.ctx.ids.next()), runId, waiter.request, leaseMs);
-        const after = decideJob(state, claimed).ok ? evolveJob(state, claimed) : null;
-        if (after === null) continue;
-        budget -= bytes;
-        this.gate.taking(key);
-        this.order.takeSubmitted(this.queue, job.jobId);
-        const appended = writer.append([event, claimed]);
-        handed.push({ index, committed: appended.then(([position]) => position!) });
-        claims.push(
-          appended
-            .then(([, position]) => claimedJobOf(job, after, runId, leaseMs, position!), () => null)
-            .finally(() => {
-              this.order.release(this.queue, job.jobId);
-              this.gate.settled(key);
-              this.freeKey(key);
-            }),
-        );
-      }
-      if (claims.length === 0) break;
+      // The same selection as a claim from the queue order: limits, key holds (a held key's job is
+      // left for the pump, which parks it in its place), max_priority and the reply's size.
+      const { jobIds, keys } = selectClaimable({
+        queue: this.queue,
+        order: candidates,
+        gate: this.gate,
+        jobOf: (id) => ready.get(id)?.state.job.context,
+        max: waiter.request.max ?? 1,
+        maxPriority: waiter.request.max_priority,
+        replyBudget: this.replyBudget(),
+        nowMs,
+      });
+      if (jobIds.length === 0) break;
       this.waiters.shift();
       clearTimeout(waiter.timer);
+      const claims = jobIds.map((jobId, i) => this.handOne(writer, ready.get(jobId)!, keys[i]!, waiter.request, handed));
       void Promise.all(claims).then((claimed) => this.answer(waiter, claimed));
     }
     return handed;
+  }
+
+  /** Appends one handed submit with its claim; resolves with the claimed job, or null when that commit is refused. */
+  private handOne(writer: PartitionWriter, submit: { readonly event: Submitted; readonly index: number; readonly state: JobState }, key: string | null, request: ClaimCommand, handed: HandedOff[]): Promise<ClaimedJob | null> {
+    const settle = () => {
+      this.gate.settled(key);
+      this.freeKey(key);
+    };
+    const job = { queue: this.queue, jobId: submit.event.data.job_id };
+    const runId = this.ctx.ids.next();
+    const leaseMs = request.lease_ms ?? JobDefaults.leaseMs;
+    const claimed = claimEvent(this.ctx, job, eventIdOf(this.ctx.ids.next()), runId, request, leaseMs);
+    const after = decideJob(submit.state, claimed).ok ? evolveJob(submit.state, claimed) : null;
+    if (after === null) {
+      // Not claimable after all: the caller appends the submit alone.
+      settle();
+      return Promise.resolve(null);
+    }
+    this.order.takeSubmitted(this.queue, job.jobId);
+    const appended = writer.append([submit.event, claimed]);
+    handed.push({ index: submit.index, committed: appended.then(([position]) => position!) });
+    return appended
+      .then(([, position]) => claimedJobOf(job, after, runId, leaseMs, position!), () => null)
+      .finally(() => {
+        this.order.release(this.queue, job.jobId);
+        settle();
+      });
   }
 
   /** Answers a claim with the jobs its appends claimed; when none landed it waits on, as before. */

@@ -2,10 +2,10 @@
  * Which jobs one claim takes: the queue order from its head, within the room the queue's limits
  * leave, jobs of a held concurrency_key skipped (they keep their places), and no more than the
  * claim's reply can carry. Synchronous: the dispatcher appends the claims afterwards. A pure
- * function of the order, the gate and the records, so a property test can hold it to a model.
+ * function of the order, the gate and the jobs, so a property test can hold it to a model.
  */
 import type { QueueOrder } from '../projections/queue-order.js';
-import type { JobRecord } from '../store/job-store.js';
+import type { JobContext } from '../../machines/index.js';
 import type { FlowGate, Hold } from './flow-gate.js';
 import type { ParkedKeys } from './parked-keys.js';
 
@@ -18,14 +18,11 @@ const CLAIMED_JOB_OVERHEAD_BYTES = 400;
  */
 export const MAX_SKIPPED_PER_CLAIM = 1_000;
 
-/** The size of a job's item in a claim's reply. */
-export function claimedBytes(record: JobRecord | undefined): number {
-  if (!record) return CLAIMED_JOB_OVERHEAD_BYTES;
-  return claimedBytesOf(record.state.job.context);
-}
+/** What the selection reads of a job: the fields of its context the limits and the reply look at. */
+export type ClaimableJob = Pick<JobContext, 'priority' | 'concurrency_key' | 'params' | 'key'>;
 
-/** The size of a job's item in a claim's reply, from the job's context (a job not yet folded). */
-export function claimedBytesOf({ params, key }: { readonly params: unknown; readonly key: unknown }): number {
+/** The size of a job's item in a claim's reply. */
+function claimedBytesOf({ params, key }: ClaimableJob): number {
   return CLAIMED_JOB_OVERHEAD_BYTES + Buffer.byteLength(JSON.stringify(params)) + (key === null ? 0 : Buffer.byteLength(JSON.stringify(key)));
 }
 
@@ -43,7 +40,8 @@ export interface SelectInput {
   readonly queue: string;
   readonly order: Pick<QueueOrder, 'take' | 'release'>;
   readonly gate: FlowGate;
-  readonly lookup: (jobId: string) => JobRecord | undefined;
+  /** A job's context: a folded job's (the store), or one being submitted (the dispatcher's hand-off). */
+  readonly jobOf: (jobId: string) => ClaimableJob | undefined;
   /** The most jobs the claim asks for. */
   readonly max: number;
   /** Only jobs at this priority or more urgent (populate --priority); undefined: any. */
@@ -61,7 +59,7 @@ function rateRetry(hold: Hold | null, at: number | undefined): number | undefine
 }
 
 /** Takes the jobs (marked taken in the order, counted in flight by the gate) or none when the queue is held. */
-export function selectClaimable({ queue, order, gate, lookup, max, maxPriority, replyBudget, nowMs, parked }: SelectInput): Selection {
+export function selectClaimable({ queue, order, gate, jobOf, max, maxPriority, replyBudget, nowMs, parked }: SelectInput): Selection {
   const allowed = gate.room(nowMs);
   if (allowed <= 0) return { jobIds: [], keys: [], retryAtMs: rateRetry(gate.queueHold(nowMs), undefined), beyondPriority: false };
   const limit = Math.min(max, allowed);
@@ -76,14 +74,14 @@ export function selectClaimable({ queue, order, gate, lookup, max, maxPriority, 
   while (jobIds.length < limit) {
     const id = order.take(queue);
     if (id === undefined) break;
-    const record = lookup(id);
+    const job = jobOf(id);
     // The order is by priority first: the first job beyond the claim's priority ends its scan.
-    if (maxPriority !== undefined && record !== undefined && record.state.job.context.priority > maxPriority) {
+    if (maxPriority !== undefined && job !== undefined && job.priority > maxPriority) {
       order.release(queue, id);
       beyondPriority = true;
       break;
     }
-    const key = record?.state.job.context.concurrency_key ?? null;
+    const key = job?.concurrency_key ?? null;
     const keyHold = gate.keyHold(key, nowMs);
     if (keyHold !== null) {
       retryAtMs = rateRetry(keyHold, retryAtMs);
@@ -95,7 +93,7 @@ export function selectClaimable({ queue, order, gate, lookup, max, maxPriority, 
       if (skipped.length >= MAX_SKIPPED_PER_CLAIM) break;
       continue;
     }
-    const bytes = claimedBytes(record);
+    const bytes = job === undefined ? CLAIMED_JOB_OVERHEAD_BYTES : claimedBytesOf(job);
     if (jobIds.length > 0 && bytes > room) {
       order.release(queue, id);
       break;

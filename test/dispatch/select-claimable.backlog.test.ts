@@ -38,7 +38,7 @@ function queueWith(settings: QueueSettings) {
     },
     /** One claim, landed: the store folds its job.claimed and the gate lets go of the in-flight count. */
     claim(max: number): string[] {
-      const { jobIds, keys } = selectClaimable({ queue: QUEUE, order, gate, lookup: (id) => store.get(id), max, replyBudget: 1 << 20, nowMs, parked });
+      const { jobIds, keys } = selectClaimable({ queue: QUEUE, order, gate, jobOf: (id) => store.get(id)?.state.job.context, max, replyBudget: 1 << 20, nowMs, parked });
       jobIds.forEach((id, i) => {
         store.apply({ seq: ++seq, queue: QUEUE, jobId: id, event: { ...jobEvent('job.claimed', { run_id: `r-${id}`, worker: 'w', host: 'h', pid: 1, version: 'v', lease_ms: 30_000 }, { time: at(0) }), aggregate: { kind: 'job', id } } });
         gate.settled(keys[i]!);

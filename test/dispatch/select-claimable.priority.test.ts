@@ -23,7 +23,7 @@ function queueOf(priorities: readonly number[]) {
     const data = { job_id: `p${priority}-${i}`, key: null, params: {}, priority, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false };
     store.apply({ seq: ++seq, queue: QUEUE, jobId: data.job_id, event: jobEvent('job.submitted', data, { time: at(0) }) });
   });
-  const claim = (max: number, maxPriority?: number) => selectClaimable({ queue: QUEUE, order, gate, lookup: (id) => store.get(id), max, maxPriority, replyBudget: 1 << 20, nowMs: BASE_TIME_MS });
+  const claim = (max: number, maxPriority?: number) => selectClaimable({ queue: QUEUE, order, gate, jobOf: (id) => store.get(id)?.state.job.context, max, maxPriority, replyBudget: 1 << 20, nowMs: BASE_TIME_MS });
   return { claim };
 }
 

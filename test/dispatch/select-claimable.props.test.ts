@@ -97,7 +97,7 @@ describe('flow control: claims against a model of the dispatcher', () => {
             expected.push(job.id);
           }
           parked?.freeDue(nowMs);
-          const { jobIds, keys } = selectClaimable({ queue: QUEUE, order, gate, lookup: (id) => store.get(id), max: step.max, replyBudget: 1 << 20, nowMs, ...(parked ? { parked } : {}) });
+          const { jobIds, keys } = selectClaimable({ queue: QUEUE, order, gate, jobOf: (id) => store.get(id)?.state.job.context, max: step.max, replyBudget: 1 << 20, nowMs, ...(parked ? { parked } : {}) });
           expect(jobIds).toEqual(expected);
           // The claims land: the store folds job.claimed, the gate lets go of its in-flight count.
           jobIds.forEach((id, i) => {
