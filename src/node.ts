@@ -119,6 +119,8 @@ export interface DocketNode {
   readonly commands: CommandService;
   readonly leadership: Leadership;
   readonly leases: LeaseKeeper;
+  /** Fan-out jobs' nodes, and the worker nodes seen per queue. */
+  readonly jobNodes: JobNodeIndex;
   /** Evicts finished jobs' bodies after the retention period (tests await its sweeps). */
   readonly evictor: Evictor;
   dispatcher(queue: string): QueueDispatcher | undefined;
@@ -494,6 +496,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     commands,
     leadership,
     leases,
+    jobNodes,
     evictor,
     dispatcher: (queue) => dispatchers.get(queue),
     context,

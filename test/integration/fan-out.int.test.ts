@@ -21,7 +21,7 @@ import { positionOf } from '../../machines/index.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { closeTestFile, connectTestClients, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
-import { deferred, untilJob } from '../support/worker-helpers.js';
+import { deferred, eventually, untilJob } from '../support/worker-helpers.js';
 
 let server: TestNatsServer;
 let node: DocketNode;
@@ -180,9 +180,8 @@ describe('fan-out jobs', () => {
     const seen: Seen[] = [];
     await startWorker(queue, 'n2', seen);
     await startWorker(queue, 'n1', seen);
-    // Both workers' claims have reached the leader once an ordinary job ran on each... or simply once both claimed.
     await untilJob(node, (await client.submit({ queue })).job_id, ended('succeeded'), 'an ordinary job ran');
-    await new Promise((r) => setTimeout(r, 700)); // a claim of each worker (claimWaitMs 500) has reached the leader
+    await eventually(() => node.jobNodes.liveNodes(queue, Date.now()).length === 2, 'both workers claimed at the leader');
     const { job_id } = await client.submit({ queue, fan_out: {} });
     await untilJob(node, job_id, ended('succeeded'), 'the fan-out job succeeded');
     const submitted = (await queueLog(nc, queue)).find((e) => e.type === 'job.submitted' && e.jobId === job_id);
