@@ -161,15 +161,21 @@ export class FanOutCoordinator {
   private armRequeue(queue: string, id: string, state: FoldState<JobNodeContext>): void {
     if (this.requeueTimers.has(id) || state.context.retry_at === null) return;
     const attempt = state.context.attempt;
+    const retryAt = Date.parse(state.context.retry_at);
     const timer = setTimeout(() => {
       this.requeueTimers.delete(id);
       if (!this.isLeader(queue)) return;
+      // A timer may fire a moment early by the clock; the machine refuses a requeue before retry_at.
+      if (this.clock.now() < retryAt) {
+        this.armRequeue(queue, id, state);
+        return;
+      }
       const ref = { kind: 'jobnode' as const, id, queue };
       transitionAggregate(this.ctx, ref, `requeue:${id}:${attempt}`, (_s, eventId) => aggregateEnvelope(this.ctx, 'jobnode.requeued', ref, eventId, {})).catch((err: unknown) => {
         // Refused: the job ended and skipped or cancelled the node meanwhile.
         if (!(err instanceof DocketError)) this.log.error({ err, jobNodeId: id }, 'job node requeue failed');
       });
-    }, Math.max(0, Date.parse(state.context.retry_at) - this.clock.now()));
+    }, Math.max(1, retryAt - this.clock.now()));
     timer.unref();
     this.requeueTimers.set(id, { queue, timer });
   }
@@ -178,8 +184,10 @@ export class FanOutCoordinator {
     if (this.quorumTimers.has(jobId)) return;
     const timer = setTimeout(() => {
       this.quorumTimers.delete(jobId);
-      this.settle(queue, jobId);
-    }, Math.max(0, deadlineMs - this.clock.now()));
+      // Early by the clock: wait on (decide() would find the job pending and arm nothing).
+      if (this.clock.now() < deadlineMs) this.armQuorumTimer(queue, jobId, deadlineMs);
+      else this.settle(queue, jobId);
+    }, Math.max(1, deadlineMs - this.clock.now()));
     timer.unref();
     this.quorumTimers.set(jobId, { queue, timer });
   }

@@ -22,6 +22,7 @@ import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { closeTestFile, connectTestClients, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
 import { deferred, eventually, untilJob } from '../support/worker-helpers.js';
+import { runDocket } from '../support/cli.js';
 
 let server: TestNatsServer;
 let node: DocketNode;
@@ -196,6 +197,38 @@ describe('fan-out jobs', () => {
     await expect(client.submit({ queue, delay_ms: 10, fan_out: { nodes: ['a'] } })).rejects.toThrow(/delay_ms/);
     await expect(client.submit({ queue, fan_out: { nodes: ['a', 'b'], quorum: 3 } })).rejects.toThrow(/quorum 3 exceeds/);
     await expect(client.submit({ queue, fan_out: { nodes: ['a', 'a'] } })).rejects.toThrow(/twice/);
+  });
+});
+
+describe('the CLI', () => {
+  test('submit --nodes, show, replay --job and explain show the nodes and their events', { timeout: 60_000 }, async () => {
+    const queue = uniqueQueue('fan-cli');
+    const seen: Seen[] = [];
+    await startWorker(queue, 'n1', seen);
+    await startWorker(queue, 'n2', seen);
+    const submitted = await runDocket(server.url, ['submit', queue, '--nodes', 'n1,n2', '--params', '{"v":2}', '--json']);
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const jobId = (JSON.parse(submitted.stdout) as { job_id: string }).job_id;
+    await untilJob(node, jobId, ended('succeeded'), 'the fan-out job succeeded');
+
+    const shown = await runDocket(server.url, ['show', jobId]);
+    expect(shown.stdout).toContain('fan-out: quorum 2 of 2 nodes');
+    expect(shown.stdout).toMatch(/n1\W+completed\W+1\/1/);
+
+    const replayed = await runDocket(server.url, ['replay', '--job', jobId, '--json']);
+    expect(replayed.code, replayed.stderr).toBe(0);
+    const { job } = JSON.parse(replayed.stdout) as { job: { status: string; fan_out: { quorum: number; nodes: { node: string; status: string; claims: number }[] }; events: { type: string; jobnode?: { node: string } }[] } };
+    expect(job.status).toBe('succeeded');
+    expect(job.fan_out.nodes.map((n) => [n.node, n.status, n.claims])).toEqual([
+      ['n1', 'completed', 1],
+      ['n2', 'completed', 1],
+    ]);
+    expect(job.events.filter((e) => e.type === 'jobnode.completed').map((e) => e.jobnode?.node).sort()).toEqual(['n1', 'n2']);
+    expect(job.events.at(-1)?.type).toBe('job.succeeded');
+
+    const explained = await runDocket(server.url, ['explain', jobId, '--json']);
+    expect(explained.code, explained.stderr).toBe(0);
+    expect((JSON.parse(explained.stdout) as { fan_out: { quorum: number } }).fan_out.quorum).toBe(2);
   });
 });
 
