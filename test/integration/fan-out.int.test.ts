@@ -21,7 +21,7 @@ import { positionOf } from '../../machines/index.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { closeTestFile, connectTestClients, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
-import { deferred, eventually, untilJob } from '../support/worker-helpers.js';
+import { deferred, eventually, leadNow, untilJob } from '../support/worker-helpers.js';
 import { runDocket } from '../support/cli.js';
 
 let server: TestNatsServer;
@@ -165,7 +165,7 @@ describe('fan-out jobs', () => {
     await started.promise;
     expect((await client.cancel(job_id, { reason: 'not needed' })).status).toBe('cancelled');
     await aborted.promise;
-    await untilJob(node, job_id, () => nodeState(job_id, 'n1')?.value === 'cancelled' && nodeState(job_id, 'n2')?.value === 'cancelled', 'both nodes cancelled');
+    await eventually(() => nodeState(job_id, 'n1')?.value === 'cancelled' && nodeState(job_id, 'n2')?.value === 'cancelled', 'both nodes cancelled');
     expect(nodeState(job_id, 'n1')?.context.reason).toBe('job cancelled');
   });
 
@@ -197,6 +197,57 @@ describe('fan-out jobs', () => {
     await expect(client.submit({ queue, delay_ms: 10, fan_out: { nodes: ['a'] } })).rejects.toThrow(/delay_ms/);
     await expect(client.submit({ queue, fan_out: { nodes: ['a', 'b'], quorum: 3 } })).rejects.toThrow(/quorum 3 exceeds/);
     await expect(client.submit({ queue, fan_out: { nodes: ['a', 'a'] } })).rejects.toThrow(/twice/);
+  });
+});
+
+describe('leader failover', () => {
+  test('when the leader closes mid fan-out the other node takes the queue over: the running node completes there, once, and the job succeeds', { timeout: 60_000 }, async () => {
+    const own = await startNatsServer();
+    const nodes = [await startTrackedNode(own, { nodeName: 'fan-pair-1', leadershipLeaseMs: 1_000 }), await startTrackedNode(own, { nodeName: 'fan-pair-2', leadershipLeaseMs: 1_000 })];
+    const { client: ownClient, nc: ownNc } = await connectTestClients(own, 'fan-pair-test');
+    const pairWorkers: DocketWorker[] = [];
+    try {
+      const queue = uniqueQueue('fan-failover');
+      const leader = await leadNow(ownNc, queue, nodes);
+      const other = nodes.find((n) => n !== leader)!;
+      const gate = deferred<void>();
+      const started = deferred<void>();
+      for (const [name, handler] of [
+        ['n1', () => ({ node: 'n1' })],
+        ['n2', async () => {
+          started.resolve();
+          await gate.promise;
+          return { node: 'n2' };
+        }],
+      ] as const) {
+        const w = new DocketWorker({ servers: own.url, queue, node: name, leaseMs: 3_000, claimWaitMs: 300, handler });
+        pairWorkers.push(w);
+        await w.start();
+      }
+      const { job_id } = await ownClient.submit({ queue, fan_out: { nodes: ['n1', 'n2'], quorum_timeout_ms: 60_000 } });
+      await started.promise;
+      // Job node changes are not job store changes: polled.
+      await eventually(() => other.aggregates.get<JobNodeContext>('jobnode', jobNodeId(job_id, 'n1'))?.state.value === 'completed', 'n1 completed (as the follower folds it)');
+
+      await leader.close();
+      gate.resolve();
+      await untilJob(other, job_id, ended('succeeded'), 'the job succeeded on the new leader');
+      expect(other.leadership.isLeader(queue)).toBe(true);
+      const claims = (await queueLog(ownNc, queue)).filter((e) => e.type === 'jobnode.claimed').map((e) => e.jobId);
+      expect(claims.sort()).toEqual([jobNodeId(job_id, 'n1'), jobNodeId(job_id, 'n2')].sort());
+
+      // The new leader learns the live nodes from the workers' next claims: a fan-out without nodes finds both.
+      await eventually(() => other.jobNodes.liveNodes(queue, Date.now()).length === 2, 'both workers claimed at the new leader');
+      const again = await ownClient.submit({ queue, fan_out: {} });
+      await untilJob(other, again.job_id, ended('succeeded'), 'a fan-out job over the nodes the new leader saw');
+    } finally {
+      for (const w of pairWorkers) await w.close();
+      await ownClient.close();
+      await ownNc.drain();
+      // The leader is closed already when the test got that far: a second close is a no-op or refused.
+      for (const n of nodes) await n.close().catch(() => undefined);
+      await own.stop();
+    }
   });
 });
 
