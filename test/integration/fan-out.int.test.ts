@@ -8,6 +8,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { NatsConnection } from '@nats-io/nats-core';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { FAN_OUT_WORKER, type FoldState, type JobNodeContext } from '../../machines/index.js';
 import { auditMessages } from '../../src/audit/audit.js';
 import { Client } from '../../src/client/client.js';
@@ -20,20 +21,21 @@ import { decodeCommit } from '../../src/nats/codec.js';
 import { positionOf } from '../../machines/index.js';
 import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
-import { closeTestFile, connectTestClients, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
-import { deferred, eventually, leadNow, untilJob } from '../support/worker-helpers.js';
+import { closeTestFile, commitAsDeposed, connectTestClients, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
+import { deferred, eventually, leadNow, untilJob, work } from '../support/worker-helpers.js';
 import { runDocket } from '../support/cli.js';
 
 let server: TestNatsServer;
 let node: DocketNode;
 let client: Client;
 let nc: NatsConnection;
+let jsm: JetStreamManager;
 const workers = new Set<DocketWorker>();
 
 beforeAll(async () => {
   server = await startNatsServer();
   node = await startTrackedNode(server, { nodeName: 'fan-out-1' });
-  ({ client, nc } = await connectTestClients(server, 'fan-out-test'));
+  ({ client, nc, jsm } = await connectTestClients(server, 'fan-out-test'));
 });
 
 afterAll(async () => {
@@ -236,8 +238,10 @@ describe('leader failover', () => {
       const claims = (await queueLog(ownNc, queue)).filter((e) => e.type === 'jobnode.claimed').map((e) => e.jobId);
       expect(claims.sort()).toEqual([jobNodeId(job_id, 'n1'), jobNodeId(job_id, 'n2')].sort());
 
-      // The new leader learns the live nodes from the workers' next claims: a fan-out without nodes finds both.
-      await eventually(() => other.jobNodes.liveNodes(queue, Date.now()).length === 2, 'both workers claimed at the new leader');
+      // The new leader learns the live nodes from the workers' next claims: a fan-out without nodes
+      // finds both. A claim forwarded to the closed leader holds its worker's slot until it times
+      // out (its wait plus 5 s of slack), hence the long wait.
+      await eventually(() => other.jobNodes.liveNodes(queue, Date.now()).length === 2, 'both workers claimed at the new leader', 30_000);
       const again = await ownClient.submit({ queue, fan_out: {} });
       await untilJob(other, again.job_id, ended('succeeded'), 'a fan-out job over the nodes the new leader saw');
     } finally {
@@ -298,5 +302,24 @@ describe('the whole log', () => {
     const audit = auditMessages(messages);
     expect(audit.violations).toEqual([]);
     expect(audit.otherEvents).toBeGreaterThan(30);
+  });
+});
+
+describe('a tampered log (after the whole log is audited clean)', () => {
+  test('a second claim of a job node while a run holds it is an illegal transition the audit names', async () => {
+    const queue = uniqueQueue('fan-tamper');
+    const { job_id } = await client.submit({ queue, fan_out: { nodes: ['lone'] } });
+    const reply = await work<{ jobs: { job_id: string; run_id: string; fan_out?: { node: string } }[] }>(nc, queue, 'claim', { worker: 'raw', node: 'lone', max: 5, wait_ms: 2_000 });
+    if (!reply.ok) throw new Error(JSON.stringify(reply.error));
+    expect(reply.jobs.map((j) => [j.job_id, j.fan_out?.node])).toEqual([[jobNodeId(job_id, 'lone'), 'lone']]);
+    const id = jobNodeId(job_id, 'lone');
+    const second = { id: 'e-tampered-claim', type: 'jobnode.claimed', time: new Date().toISOString(), aggregate: { kind: 'jobnode' as const, id }, queue, data: { run_id: 'r-intruder', worker: 'w', host: 'h', pid: 1, lease_ms: 1_000 }, meta: { node: 'tamper' } };
+    const seq = await commitAsDeposed(node, jsm, queue, [second]);
+
+    const messages = [];
+    for await (const m of readLog(nc)) messages.push(m);
+    const { violations } = auditMessages(messages);
+    expect(violations.map((v) => [v.rule, v.aggregate, v.seq, v.index])).toEqual([['illegal_transition', `jobnode:${id}`, seq, 0]]);
+    expect(violations[0]!.message).toMatch(/jobnode\.claimed .* refused by the jobnode machine in state running/);
   });
 });
