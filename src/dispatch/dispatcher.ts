@@ -210,9 +210,12 @@ export class QueueDispatcher {
 
   /**
    * Hands queued job nodes to the waiting claims of their worker node (README "Fan-out jobs").
-   * They are not held by pause, reservations or the queue's limits: each node runs its entry once.
+   * A pause or a reservation holds them; the queue's limits do not (they count jobs, and each
+   * node runs its entry once).
    */
   private serveNodeClaims(): void {
+    const hold = this.gate.queueHold(this.clock.now());
+    if (hold?.reason === 'paused' || hold?.reason === 'reservation') return;
     const jobNodes = this.ctx.jobNodes!;
     for (let i = 0; i < this.waiters.length; ) {
       const waiter = this.waiters[i]!;

@@ -193,6 +193,29 @@ describe('fan-out jobs', () => {
     expect(seen.filter((s) => s.fanOutJob === undefined)).toHaveLength(1);
   });
 
+  test('a pause holds the node entries (not the job\'s own run); they run once the queue resumes', async () => {
+    const queue = uniqueQueue('fan-paused');
+    await client.pause(queue, { reason: 'maintenance', create: true });
+    const { job_id, status } = await client.submit({ queue, fan_out: { nodes: ['p1'] } });
+    expect(status).toBe('running');
+    const claimAs = async () => {
+      const reply = await work<{ jobs: { job_id: string; run_id: string }[] }>(nc, queue, 'claim', { worker: 'raw', node: 'p1', max: 5, wait_ms: 0 });
+      if (!reply.ok) throw new Error(JSON.stringify(reply.error));
+      return reply.jobs;
+    };
+    expect(await claimAs()).toEqual([]);
+    expect(nodeState(job_id, 'p1')?.value).toBe('queued');
+    await client.resume(queue);
+    const [entry] = await claimAs();
+    expect(entry?.job_id).toBe(jobNodeId(job_id, 'p1'));
+    const done = await work<{ status: string }>(nc, queue, 'complete', { job_id: entry!.job_id, run_id: entry!.run_id, result: { ok: true } });
+    expect(done).toMatchObject({ ok: true, status: 'completed' });
+    await untilJob(node, job_id, ended('succeeded'), 'the fan-out job succeeded');
+    // A completion resent (same run id) is answered as the first; another run id is stale.
+    expect(await work(nc, queue, 'complete', { job_id: entry!.job_id, run_id: entry!.run_id, result: { ok: true } })).toMatchObject({ ok: true, status: 'completed' });
+    expect(await work(nc, queue, 'complete', { job_id: entry!.job_id, run_id: 'r-other', result: null })).toMatchObject({ ok: false, error: { code: 'stale_run' } });
+  });
+
   test('fan_out refuses key, depends_on and delays, and a quorum above its nodes', async () => {
     const queue = uniqueQueue('fan-bad');
     await expect(client.submit({ queue, key: 'k', fan_out: { nodes: ['a'] } })).rejects.toThrow(/fan-out job takes no key/);
