@@ -23,7 +23,9 @@ import { readLog } from '../../src/store/read-log.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { closeTestFile, commitAsDeposed, connectTestClients, queueLog, startTrackedNode, uniqueQueue } from '../support/docket.js';
 import { deferred, eventually, leadNow, untilJob, work } from '../support/worker-helpers.js';
-import { runDocket } from '../support/cli.js';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { REPO_ROOT, runDocket } from '../support/cli.js';
 
 let server: TestNatsServer;
 let node: DocketNode;
@@ -307,6 +309,23 @@ describe('the CLI', () => {
     const explained = await runDocket(server.url, ['explain', jobId, '--json']);
     expect(explained.code, explained.stderr).toBe(0);
     expect((JSON.parse(explained.stdout) as { fan_out: { quorum: number } }).fan_out.quorum).toBe(2);
+  });
+});
+
+describe('docket work --node', () => {
+  test('runs its node\'s entry with DOCKET_NODE, DOCKET_FAN_OUT_JOB_ID and DOCKET_FAN_OUT_NODES set', { timeout: 60_000 }, async () => {
+    const queue = uniqueQueue('fan-work-cli');
+    const script = 'process.stdout.write(JSON.stringify({ node: process.env.DOCKET_NODE, job: process.env.DOCKET_FAN_OUT_JOB_ID, nodes: process.env.DOCKET_FAN_OUT_NODES, id: process.env.DOCKET_JOB_ID }))';
+    const child = spawn(process.execPath, [join(REPO_ROOT, 'bin', 'docket.js'), 'work', queue, '--node', 'cli-node', '--server', server.url, '--log-level', 'warn', '--', process.execPath, '-e', script], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      const { job_id } = await client.submit({ queue, fan_out: { nodes: ['cli-node'] } });
+      await untilJob(node, job_id, ended('succeeded'), 'the fan-out job succeeded through docket work');
+      expect(nodeState(job_id, 'cli-node')?.context.result).toEqual({ node: 'cli-node', job: job_id, nodes: 'cli-node', id: jobNodeId(job_id, 'cli-node') });
+    } finally {
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    }
   });
 });
 
