@@ -23,6 +23,7 @@ interface SubmitFlags extends CommonFlags {
   readonly fanOut?: boolean;
   readonly nodes?: string;
   readonly quorum?: string;
+  readonly quorumTimeoutMs?: string;
   readonly id?: string;
   readonly file?: string;
   readonly wait?: boolean;
@@ -64,10 +65,11 @@ function specFromFlags(flags: SubmitFlags): Record<string, unknown> {
   if (flags.maxAttempts !== undefined) spec['max_attempts'] = parseInteger(flags.maxAttempts, '--max-attempts');
   if (flags.concurrencyKey !== undefined) spec['concurrency_key'] = flags.concurrencyKey;
   if (flags.dependsOn !== undefined) spec['depends_on'] = flags.dependsOn.split(',').filter((id) => id !== '');
-  if (flags.fanOut || flags.nodes !== undefined || flags.quorum !== undefined) {
+  if (flags.fanOut || flags.nodes !== undefined || flags.quorum !== undefined || flags.quorumTimeoutMs !== undefined) {
     spec['fan_out'] = {
       ...(flags.nodes === undefined ? {} : { nodes: flags.nodes.split(',').filter((node) => node !== '') }),
       ...(flags.quorum === undefined ? {} : { quorum: parseInteger(flags.quorum, '--quorum') }),
+      ...(flags.quorumTimeoutMs === undefined ? {} : { quorum_timeout_ms: parseInteger(flags.quorumTimeoutMs, '--quorum-timeout-ms') }),
     };
   }
   return spec;
@@ -326,6 +328,7 @@ export function registerJobCommands(program: Command): void {
       .option('--fan-out', "run the job once on each worker node live on the queue (README \"Fan-out jobs\")")
       .option('--nodes <names>', 'fan out to these worker nodes (comma-separated; implies --fan-out)')
       .option('--quorum <n>', 'nodes that must complete for the job to succeed (default: a majority)')
+      .option('--quorum-timeout-ms <n>', 'nodes not ended this long after the first node completed are skipped (default 10000)')
       .option('--id <command-id>', 'command id: resending the same id returns the first result')
       .option('--file <path>', "JSON lines, one job spec per line ('-' for stdin); sent in batches of up to 10,000 jobs and 3/4 of the server's max_payload")
       .option('--wait', 'wait for the job to end and print its result; exit 0 only when it succeeded'),

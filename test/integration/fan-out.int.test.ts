@@ -286,10 +286,11 @@ describe('the CLI', () => {
     const seen: Seen[] = [];
     await startWorker(queue, 'n1', seen);
     await startWorker(queue, 'n2', seen);
-    const submitted = await runDocket(server.url, ['submit', queue, '--nodes', 'n1,n2', '--params', '{"v":2}', '--json']);
+    const submitted = await runDocket(server.url, ['submit', queue, '--nodes', 'n1,n2', '--quorum', '2', '--quorum-timeout-ms', '20000', '--params', '{"v":2}', '--json']);
     expect(submitted.code, submitted.stderr).toBe(0);
     const jobId = (JSON.parse(submitted.stdout) as { job_id: string }).job_id;
     await untilJob(node, jobId, ended('succeeded'), 'the fan-out job succeeded');
+    expect((await queueLog(nc, queue)).find((e) => e.type === 'job.submitted')?.data['fan_out']).toEqual({ nodes: ['n1', 'n2'], quorum: 2, quorum_timeout_ms: 20_000 });
 
     const shown = await runDocket(server.url, ['show', jobId]);
     expect(shown.stdout).toContain('fan-out: quorum 2 of 2 nodes');
