@@ -12,6 +12,7 @@ import { deriveFold, type Fold, type FoldState } from './fold.js';
 import { applyQueueEvent, QUEUE_EVENT_TYPES, queueMachine, type QueueContext, type QueueEvent } from './queue.machine.js';
 import { applyGroupEvent, GROUP_EVENT_TYPES, groupMachine, type GroupContext, type GroupEvent } from './group.machine.js';
 import { applyReservationEvent, RESERVATION_EVENT_TYPES, reservationMachine, type ReservationContext, type ReservationEvent } from './reservation.machine.js';
+import { applyJobNodeEvent, JOBNODE_EVENT_TYPES, jobNodeMachine, type JobNodeContext, type JobNodeEvent } from './jobnode.machine.js';
 import { SCHEDULE_EVENT_TYPES, type ScheduleEvent } from './schedule.events.js';
 import { decideSchedule, scheduleFold, scheduleMachine, type ScheduleContext, type ScheduleState } from './schedule.machine.js';
 import { TEMPLATE_EVENT_TYPES, type TemplateEvent } from './template.events.js';
@@ -39,6 +40,15 @@ export const reservationAggregate: AggregateDefinition<ReservationContext, Reser
   machine: reservationMachine,
   fold: deriveFold<ReservationContext, ReservationEvent>(reservationMachine, { apply: applyReservationEvent }),
   eventTypes: RESERVATION_EVENT_TYPES,
+  inQueue: true,
+};
+
+/** Job nodes live in their job's queue partition (id derived from (job id, node): src/ids.ts jobNodeId). */
+export const jobNodeAggregate: AggregateDefinition<JobNodeContext, JobNodeEvent> = {
+  kind: 'jobnode',
+  machine: jobNodeMachine,
+  fold: deriveFold<JobNodeContext, JobNodeEvent>(jobNodeMachine, { apply: applyJobNodeEvent }),
+  eventTypes: JOBNODE_EVENT_TYPES,
   inQueue: true,
 };
 
@@ -70,9 +80,9 @@ export const scheduleAggregate: AggregateDefinition<ScheduleContext, ScheduleEve
 };
 
 /** Every event of a non-job aggregate kind. */
-export type AggregateEvent = QueueEvent | ReservationEvent | GroupEvent | TemplateEvent | ScheduleEvent;
+export type AggregateEvent = QueueEvent | ReservationEvent | JobNodeEvent | GroupEvent | TemplateEvent | ScheduleEvent;
 
-const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate, groupAggregate, templateAggregate, scheduleAggregate] as unknown as AggregateDefinition<never, never>[];
+const DEFINITIONS: readonly AggregateDefinition<never, never>[] = [queueAggregate, reservationAggregate, jobNodeAggregate, groupAggregate, templateAggregate, scheduleAggregate] as unknown as AggregateDefinition<never, never>[];
 
 const BY_KIND = new Map<string, AggregateDefinition>(DEFINITIONS.map((d) => [d.kind, d as unknown as AggregateDefinition]));
 const BY_TYPE = new Map<string, AggregateDefinition>(DEFINITIONS.flatMap((d) => d.eventTypes.map((t) => [t, d as unknown as AggregateDefinition] as const)));
@@ -102,7 +112,7 @@ export function initialAggregateState(kind: AggregateEvent['aggregate']['kind'])
 }
 
 /** What each event asks, as a person would say it, and the state it leads to ("already" for a repeat). */
-const VERBS: Record<QueueEvent['type'] | ReservationEvent['type'] | GroupEvent['type'], readonly [verb: string, leadsTo: string | null]> = {
+const VERBS: Record<QueueEvent['type'] | ReservationEvent['type'] | JobNodeEvent['type'] | GroupEvent['type'], readonly [verb: string, leadsTo: string | null]> = {
   'queue.paused': ['pause', 'paused'],
   'queue.resumed': ['resume', 'active'],
   'queue.settings_changed': ['change the settings of', null],
@@ -112,6 +122,14 @@ const VERBS: Record<QueueEvent['type'] | ReservationEvent['type'] | GroupEvent['
   'reservation.renewed': ['renew', null],
   'reservation.released': ['release', 'idle'],
   'reservation.expired': ['expire', 'idle'],
+  'jobnode.created': ['create', 'queued'],
+  'jobnode.claimed': ['claim', 'running'],
+  'jobnode.completed': ['complete', 'completed'],
+  'jobnode.retrying': ['retry', 'retrying'],
+  'jobnode.failed': ['fail', 'failed'],
+  'jobnode.requeued': ['queue again', 'queued'],
+  'jobnode.skipped': ['skip', 'skipped'],
+  'jobnode.cancelled': ['cancel', 'cancelled'],
   'group.created': ['create', 'queued'],
   'group.started': ['start', 'running'],
   'group.ended': ['end', null],

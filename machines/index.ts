@@ -18,12 +18,14 @@ export * from './schedule-timing.js';
  * version-1 checkpoint could be kept (it holds no removed job), but an older node must never read
  * a checkpoint holding one, so both sides drop the other's once.
  * queue 2: job sets (`queue.jobset_put`, `queue.refreshed`; context `jobset`, `refreshes`).
+ * jobnode 1: fan-out jobs' nodes (machines/jobnode.machine.ts).
  * template 1, schedule 1: their aggregates (partition sys) are folded and checkpointed since
  * issue 13's wiring.
  */
-export const MACHINE_VERSIONS = { job: 2, jobRun: 3, queue: 2, reservation: 1, group: 1, template: 1, schedule: 1 } as const;
+export const MACHINE_VERSIONS = { job: 2, jobRun: 3, queue: 2, reservation: 1, jobnode: 1, group: 1, template: 1, schedule: 1 } as const;
 export * from './retry-policy.js';
 export * from './queue.machine.js';
 export * from './reservation.machine.js';
 export * from './group.machine.js';
+export * from './jobnode.machine.js';
 export * from './aggregates.js';

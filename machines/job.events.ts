@@ -3,6 +3,7 @@
  * the Job machine and the JobRun machine: "job running" and "run exists" are one append.
  */
 import type { Envelope, Json, JsonObject } from './envelope.js';
+import type { FanOutSpec } from './jobnode.machine.js';
 
 /** Why a run failed. `cancelled` is the run of a job cancelled while running. */
 export const FailureReasons = {
@@ -66,6 +67,12 @@ export interface JobSubmittedData {
   readonly template?: { readonly name: string; readonly revision: number };
   /** The schedule fire that made the job (its `schedule.fired` names the same tick and job id); absent otherwise. */
   readonly schedule?: { readonly name: string; readonly tick: string; readonly trigger: 'cron' | 'manual' | 'backfill' };
+  /**
+   * A fan-out job (seed 004): the nodes it runs on and its quorum. Its own run (worker
+   * FAN_OUT_WORKER) is claimed in the same commit, with one `jobnode.created` per node; it ends
+   * by the quorum rule (machines/jobnode.machine.ts fanOutVerdict). Absent: an ordinary job.
+   */
+  readonly fan_out?: FanOutSpec;
 }
 
 export interface JobClaimedData {

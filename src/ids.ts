@@ -73,6 +73,20 @@ export function groupMemberJobId(group: string, index: number): string {
   return prefixedId('m', digest('group-member', group, String(index)));
 }
 
+/**
+ * A fan-out job's entry for one node (kind `jobnode`): one per (job, node), so the submit that
+ * creates them can never create two. `n` and 22 characters: no job id has that shape (random job
+ * ids are hex; derived ones start with another letter).
+ */
+export function jobNodeId(jobId: string, node: string): string {
+  return prefixedId('n', digest('jobnode', jobId, node));
+}
+
+/** Whether `id` has a job node id's shape (a cheap test before a lookup). */
+export function isJobNodeIdShape(id: string): boolean {
+  return id.length === 23 && id.charCodeAt(0) === 110;
+}
+
 /** A retry's id: one per (failed job, attempt), so the retry can never be created twice. */
 export function retryJobId(failedJobId: string, attempt: number): string {
   return prefixedId('r', digest('retry', failedJobId, String(attempt)));

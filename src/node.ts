@@ -33,6 +33,8 @@ import { QueueDispatcher } from './dispatch/dispatcher.js';
 import { WorkService } from './dispatch/work-service.js';
 import { InvalidRequestError } from './errors.js';
 import { LeaseKeeper } from './reactors/leases.js';
+import { FanOutCoordinator } from './reactors/fan-out.js';
+import { JobNodeIndex } from './projections/job-nodes.js';
 import { Retrier } from './reactors/retrier.js';
 import { DEFAULT_FINISHED_RETENTION_MS, Evictor } from './reactors/evictor.js';
 import { commitReader } from './store/evicted-jobs.js';
@@ -117,6 +119,8 @@ export interface DocketNode {
   readonly commands: CommandService;
   readonly leadership: Leadership;
   readonly leases: LeaseKeeper;
+  /** Fan-out jobs' nodes, and the worker nodes seen per queue. */
+  readonly jobNodes: JobNodeIndex;
   /** Evicts finished jobs' bodies after the retention period (tests await its sweeps). */
   readonly evictor: Evictor;
   dispatcher(queue: string): QueueDispatcher | undefined;
@@ -177,6 +181,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   const queueIndex = new QueueIndex();
   const flowCounts = new FlowCounts((queue) => aggregates.stateOf<QueueContext>('queue', queue).context.settings);
   for (const projection of [queueOrder, progress, keys, queueIndex, flowCounts]) store.onChange(projection.apply);
+  const jobNodes = new JobNodeIndex(aggregates);
+  aggregates.onChange(jobNodes.apply);
   // Before the checkpoint is restored and the log folded: every finished job is noted as it is seen.
   const evictor = new Evictor(options.finishedRetentionMs ?? DEFAULT_FINISHED_RETENTION_MS, root.child({ component: 'evictor' }));
   store.onChange(evictor.apply);
@@ -239,6 +245,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     aggregates,
     tail,
     keys,
+    jobNodes,
     clock,
     ids: options.ids ?? randomIds,
     node: name,
@@ -249,7 +256,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     handOff: (queue, writer, submits) => dispatchers.get(queue)?.handOff(writer, submits) ?? [],
   };
   const flowView: FlowViewContext = { store, aggregates, counts: flowCounts, queueOrder, clock };
-  const queries: QueryContext = { store, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc), holdOf: (record) => holdOf(flowView, record), flowOf: (queue) => flowSummary(flowView, queue), readCommit };
+  const queries: QueryContext = { store, jobNodes, progress, queueIndex, queueOrder, replyBudget: () => replyBudget(nc), holdOf: (record) => holdOf(flowView, record), flowOf: (queue) => flowSummary(flowView, queue), readCommit };
 
   // Writes run on the leader of their queue's partition: here, or forwarded to it.
   // A queue with no live job, no parked claim and nothing in its writer needs no leader.
@@ -384,6 +391,11 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   store.onChange(groups.applyJob);
   sysReactors.push(groups);
   store.onChange(leases.apply);
+  const fanOut = new FanOutCoordinator({ ...context, jobNodes }, isLeader, clock, root.child({ component: 'fan-out' }));
+  aggregates.onChange(fanOut.applyAggregate);
+  store.onChange(fanOut.applyJob);
+  fanOut.start();
+  undo.push(() => fanOut.stop());
   store.onChange(retrier.apply);
   store.onChange(dependencies.apply);
   const reservationExpirer = new ReservationExpirer(context, isLeader, clock, root.child({ component: 'reservations' }));
@@ -433,6 +445,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
         retrier.adopt(queue, store.values());
         dependencies.adopt(queue, store.values());
         reservationExpirer.adopt(queue);
+        fanOut.adopt(queue);
         dispatchers.get(queue)?.pump();
       });
     } else {
@@ -442,6 +455,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       leases.drop(queue);
       retrier.drop(queue);
       reservationExpirer.drop(queue);
+      fanOut.drop(queue);
     }
   });
   for (const queue of queueIndex.queues()) leadership.watch(queue);
@@ -457,7 +471,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   undo.push(() => leases.stop());
   evictor.start(context);
   undo.push(() => evictor.stop());
-  const work = new WorkService(nc, context, leadership, router, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }), outbox);
+  const work = new WorkService(nc, context, leadership, router, (queue) => dispatchers.get(queue), leases, root.child({ component: 'work' }), outbox, fanOut);
 
   undo.push(() => router.stop());
   await router.start();
@@ -482,6 +496,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     commands,
     leadership,
     leases,
+    jobNodes,
     evictor,
     dispatcher: (queue) => dispatchers.get(queue),
     context,

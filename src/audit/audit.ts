@@ -10,7 +10,7 @@
  * had, as every node's fold does), so one tampered event gives one violation, not a cascade
  * through the rest of its history.
  */
-import { commitSeqOf, deriveGroupEnd, memberEnd, type ScheduleContext, type TemplateContext, type JobStatus, isLiveStatus, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
+import { commitSeqOf, deriveGroupEnd, FAN_OUT_WORKER, memberEnd, type ScheduleContext, type TemplateContext, type JobStatus, isLiveStatus, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type FoldState, type GroupContext, type GroupMember, type JobEvent, type JobState, type Position, type QueueContext, type ReservationContext } from '../../machines/index.js';
 import { commitHash } from '../nats/codec.js';
 import { scheduledJobId } from '../ids.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, subjects, SYS_PARTITION } from '../nats/subjects.js';
@@ -271,6 +271,7 @@ export class Auditor {
         if (after === null) this.violateAt(position, aggregate, AuditRules.IllegalTransition, `${event.type} (event ${event.id}) refused by the ${aggregateKind} machine in state ${before.value}`, [position]);
         else {
           st.aggregates.set(aggregate, after);
+          if (event.type === 'jobnode.claimed') this.checkNodeClaim(position, aggregate, st, queue, event.id);
           if (event.type === 'group.created') event.data.members.forEach((m, index) => this.groupMembers.set(m.job_id, { group: event.aggregate.id, index, members: event.data.members, mode: event.data.mode }));
           if (event.type === 'group.ended') this.checkGroupEnd(position, aggregate, after as FoldState<GroupContext>, event.data.status);
           if (event.type === 'schedule.fired') this.checkFire(position, aggregate, event.aggregate.id, event.data);
@@ -409,9 +410,10 @@ export class Auditor {
     const named = `job.claimed (event ${event.id})`;
     const queueState = (st.aggregates.get(`queue:${queue}`) ?? initialAggregateState('queue')) as FoldState<QueueContext>;
     const reservation = (st.aggregates.get(`reservation:${queue}`) ?? initialAggregateState('reservation')) as FoldState<ReservationContext>;
-    if (queueState.value === 'paused') this.violateAt(at, aggregate, AuditRules.ClaimWhileHeld, `${named} while queue ${queue} was paused`, [at]);
-    // The reservation's own job runs ahead of the queue: neither held nor limited.
-    const direct = reservation.value === 'active' && reservation.context.job_id === jobId;
+    // The reservation's own job runs ahead of the queue: neither held nor limited. So does a
+    // fan-out job's own run (the leader's, opened with its submit; its nodes' claims are held).
+    const direct = (reservation.value === 'active' && reservation.context.job_id === jobId) || event.data.worker === FAN_OUT_WORKER;
+    if (queueState.value === 'paused' && !direct) this.violateAt(at, aggregate, AuditRules.ClaimWhileHeld, `${named} while queue ${queue} was paused`, [at]);
     if (reservation.value === 'active' && !direct) {
       this.violateAt(at, aggregate, AuditRules.ClaimWhileHeld, `${named} while queue ${queue} was reserved by ${String(reservation.context.holder)} (${String(reservation.context.reservation_id)})`, [at]);
     }
@@ -439,6 +441,15 @@ export class Auditor {
     keepClaim(times, time, key_rate.limit);
     const inWindow = claimsWithin(times, time, key_rate);
     if (!direct && inWindow > key_rate.limit) this.violateAt(at, aggregate, AuditRules.LimitExceeded, `${named}: ${inWindow} claims with key ${key} within ${key_rate.period_ms} ms, over the key rate ${key_rate.limit}`, [at]);
+  }
+
+  /** A fan-out job node's claim: not while its queue is paused or reserved (its limits count jobs, not nodes). */
+  private checkNodeClaim(at: Position, aggregate: string, st: PartitionState, queue: string, eventId: string): void {
+    const queueState = (st.aggregates.get(`queue:${queue}`) ?? initialAggregateState('queue')) as FoldState<QueueContext>;
+    const reservation = (st.aggregates.get(`reservation:${queue}`) ?? initialAggregateState('reservation')) as FoldState<ReservationContext>;
+    const named = `jobnode.claimed (event ${eventId})`;
+    if (queueState.value === 'paused') this.violateAt(at, aggregate, AuditRules.ClaimWhileHeld, `${named} while queue ${queue} was paused`, [at]);
+    if (reservation.value === 'active') this.violateAt(at, aggregate, AuditRules.ClaimWhileHeld, `${named} while queue ${queue} was reserved by ${String(reservation.context.holder)}`, [at]);
   }
 
   /** Names the most specific rule the machines' refusal of `event` breaks. */

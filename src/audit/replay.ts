@@ -6,7 +6,7 @@
  * commits is the caller's (src/store/read-log.ts); the chain walk takes a loader so that it
  * stays free of I/O.
  */
-import { commitSeqOf, evolveJob, indexOf, INITIAL_JOB_STATE, isAggregateEvent, positionOf, type JobEvent, type JobState, type Position, type QueueContext, type QueueSettings, type ReservationContext, type RunContext, type RunStatus } from '../../machines/index.js';
+import { commitSeqOf, evolveAggregate, evolveJob, indexOf, initialAggregateState, INITIAL_JOB_STATE, isAggregateEvent, type FoldState, type JobNodeContext, positionOf, type JobEvent, type JobState, type Position, type QueueContext, type QueueSettings, type ReservationContext, type RunContext, type RunStatus } from '../../machines/index.js';
 import { AggregateStore } from '../store/aggregate-store.js';
 import { FlowCounts } from '../projections/flow.js';
 import { Progress, type QueueProgress, type StatusCounts } from '../projections/progress.js';
@@ -45,6 +45,17 @@ export interface TimelineEntry {
   readonly data: unknown;
   /** Set for an undecodable event (or commit). */
   readonly problem?: string;
+  /** A fan-out job's node event: which node, and the node's state before and after (the job's stays). */
+  readonly jobnode?: { readonly id: string; readonly node: string; readonly before: string; readonly after: string };
+}
+
+/** A fan-out job's node as its events leave it. */
+export interface TimelineNode {
+  readonly node: string;
+  readonly jobnode_id: string;
+  readonly status: string;
+  readonly attempt: number;
+  readonly claims: number;
 }
 
 /** A run as replay shows it: the run machine's context, its status, its duration, how many artifacts. */
@@ -78,6 +89,8 @@ export interface JobTimeline {
   readonly submit_index: number;
   /** The final fold state (for explain and chains). */
   readonly state: JobState;
+  /** A fan-out job's nodes (their events are in `events`); null for an ordinary job. */
+  readonly fan_out: { readonly quorum: number; readonly nodes: readonly TimelineNode[] } | null;
 }
 
 function stateView(state: JobState): StateView {
@@ -122,6 +135,8 @@ export function jobTimeline(messages: Iterable<RecordedMessage>, jobId: string):
   let queue = '';
   let submitAt: Position = 0;
   const events: TimelineEntry[] = [];
+  // A fan-out job's nodes, by job node id: learnt from their jobnode.created, which names the job.
+  const nodes = new Map<string, { state: FoldState<JobNodeContext>; claims: number }>();
   const problem = (m: RecordedMessage, index: number | null, reason: string): void => {
     const now = stateView(state);
     events.push({ seq: m.seq, index, stored_at: iso(m.time), time: '', type: 'undecodable', event_id: null, accepted: false, before: now, after: now, data: null, problem: reason });
@@ -138,6 +153,18 @@ export function jobTimeline(messages: Iterable<RecordedMessage>, jobId: string):
       const d = evs[i]!;
       if (d.kind === 'undecodable') {
         if (d.aggregate === `job:${jobId}`) problem(m, i, d.reason);
+        continue;
+      }
+      if (d.kind === 'other' && d.aggregateKind === 'jobnode' && subject !== null && isAggregateEvent(d.event)) {
+        const event = d.event;
+        const known = nodes.get(d.aggregateId);
+        if (known === undefined && !(event.type === 'jobnode.created' && event.data.job_id === jobId)) continue;
+        const before = known?.state ?? (initialAggregateState('jobnode') as FoldState<JobNodeContext>);
+        const next = evolveAggregate(before, event) as FoldState<JobNodeContext> | null;
+        const after = next ?? before;
+        nodes.set(d.aggregateId, { state: after, claims: (known?.claims ?? 0) + (next !== null && event.type === 'jobnode.claimed' ? 1 : 0) });
+        const now = stateView(state);
+        events.push({ seq: m.seq, index: i, stored_at: iso(m.time), time: event.time, type: event.type, event_id: event.id, accepted: next !== null, before: now, after: now, data: event.data, jobnode: { id: d.aggregateId, node: after.context.node, before: before.value, after: after.value } });
         continue;
       }
       if (d.kind !== 'job' || d.jobId !== jobId) continue;
@@ -174,6 +201,13 @@ export function jobTimeline(messages: Iterable<RecordedMessage>, jobId: string):
     submit_seq: commitSeqOf(submitAt),
     submit_index: indexOf(submitAt),
     state,
+    fan_out:
+      nodes.size === 0
+        ? null
+        : {
+            quorum: [...nodes.values()][0]!.state.context.quorum,
+            nodes: [...nodes].map(([id, n]) => ({ node: n.state.context.node, jobnode_id: id, status: n.state.value, attempt: n.state.context.attempt, claims: n.claims })),
+          },
   };
 }
 

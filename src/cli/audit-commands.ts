@@ -26,12 +26,13 @@ import {
   type JobLoader,
   type Explanation,
   type JobReplay,
+  type JobTimeline,
   type QueueDiff,
   type QueueView,
   type RecordedMessage,
 } from '../audit/index.js';
 import { InvalidRequestError, NotFoundError, UnavailableError } from '../errors.js';
-import { retryJobId } from '../ids.js';
+import { jobNodeId, retryJobId } from '../ids.js';
 import { connectNats, DEFAULT_NATS_URL } from '../nats/connection.js';
 import { isIdToken, isQueueName, subjects, SYS_PARTITION } from '../nats/subjects.js';
 import { printScheduleReplay } from './schedule-replay-output.js';
@@ -236,16 +237,20 @@ export function createJobLoader(nc: NatsConnection): JobLoader {
     let queue: string | null = null;
     const own: RecordedMessage[] = [];
     const needle = Buffer.from(jobId);
+    // A fan-out job's node entries: their later events name only their own ids (derived from the job's and the node).
+    const nodeNeedles: Buffer[] = [];
     for await (const batch of readLogBatches(nc, {})) {
       for (const m of batch) {
         const bytes = bytesOf(m.data);
-        const mentions = bytes.includes(needle);
+        const mentions = bytes.includes(needle) || (nodeNeedles.length > 0 && nodeNeedles.some((n) => bytes.includes(n)));
         if (!mentions && !bytes.includes(RETRY_NEEDLE)) continue;
         const decoded = decodeStoredCommit(m);
         if (!decoded.ok) continue;
         let holds = false;
         for (const d of decoded.events) {
+          if (d.kind === 'other' && d.aggregateKind === 'jobnode' && mentions) holds = true;
           if (d.kind !== 'job') continue;
+          if (d.jobId === jobId && d.event.type === 'job.submitted' && d.event.data.fan_out !== undefined) nodeNeedles.push(...d.event.data.fan_out.nodes.map((node) => Buffer.from(jobNodeId(jobId, node))));
           if (d.jobId === jobId) {
             holds = true;
             queue = d.queue;
@@ -314,6 +319,13 @@ function jobReplayJson(replay: JobReplay): Record<string, unknown> {
   return { job, chain: replay.chain, retry_of: replay.retry_of, retried_by: replay.retried_by };
 }
 
+/** A fan-out job's nodes (replay --job, explain). */
+function printFanOut(fanOut: JobTimeline['fan_out']): void {
+  if (fanOut === null) return;
+  writeOut(`fan-out: quorum ${fanOut.quorum} of ${fanOut.nodes.length} nodes`);
+  writeOut(table(['node', 'status', 'attempt', 'claims', 'job node'], fanOut.nodes.map((n) => [n.node, n.status, n.attempt, n.claims, n.jobnode_id])));
+}
+
 function printJobReplay(replay: JobReplay): void {
   const j = replay.job;
   writeOut(
@@ -342,10 +354,11 @@ function printJobReplay(replay: JobReplay): void {
         e.type,
         e.before.job === e.after.job ? e.after.job : `${e.before.job} -> ${e.after.job}`,
         e.before.run === e.after.run ? e.after.run : `${e.before.run} -> ${e.after.run}`,
-        e.problem ?? (e.accepted ? '' : 'REFUSED by the machines (run docket audit)'),
+        e.problem ?? (e.accepted ? '' : 'REFUSED by the machines (run docket audit)') + (e.jobnode ? `${e.accepted ? '' : ' '}node ${e.jobnode.node}: ${e.jobnode.before === e.jobnode.after ? e.jobnode.after : `${e.jobnode.before} -> ${e.jobnode.after}`}` : ''),
       ]),
     ),
   );
+  printFanOut(j.fan_out);
   if (j.run) {
     const r = j.run;
     writeOut(
@@ -638,7 +651,7 @@ async function auditAction(flags: AuditFlags): Promise<void> {
  * Why a job ran when it did: its queue's partition folded up to its claim (Explainer), and for a
  * job submitted waiting, the whole log read for the jobs that held it (WaitCollector).
  */
-export async function explainJob(nc: NatsConnection, jobId: string): Promise<Explanation> {
+export async function explainJob(nc: NatsConnection, jobId: string): Promise<Explanation & { readonly fan_out: JobTimeline['fan_out'] }> {
   const job = await replayJob(jobId, positionalJobLoader(nc, createJobLoader(nc)), retryJobId);
   if (job === null) throw new NotFoundError(`no events for job ${jobId}`);
   const explainer = new Explainer(job, Date.now());
@@ -652,12 +665,13 @@ export async function explainJob(nc: NatsConnection, jobId: string): Promise<Exp
       }
     }
   });
-  if (!submittedWaiting(job.job)) return explainer.explanation();
+  const fanOut = { fan_out: job.job.fan_out };
+  if (!submittedWaiting(job.job)) return { ...explainer.explanation(), ...fanOut };
   const waits = new WaitCollector(job.job, retryJobId);
   await readWithProgress(nc, 'explain waits', {}, (batch) => {
     for (const m of batch) if (waits.mentions(bytesOf(m.data))) waits.push(m);
   });
-  return explainer.explanation(waits.waits());
+  return { ...explainer.explanation(waits.waits()), ...fanOut };
 }
 
 async function explainAction(jobId: string, flags: CommonFlags): Promise<void> {
@@ -697,6 +711,7 @@ async function explainAction(jobId: string, flags: CommonFlags): Promise<void> {
     writeOut('retries:');
     writeOut(table(['attempt', 'job', 'status', 'run at', 'failure', 'error'], e.retries.map((l) => [l.attempt, l.job_id, l.status, l.run_at, l.failure_reason, l.error])));
   }
+  printFanOut(e.fan_out);
   for (const note of e.notes) writeOut(`note: ${note}`);
 }
 

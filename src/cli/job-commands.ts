@@ -20,6 +20,10 @@ interface SubmitFlags extends CommonFlags {
   readonly maxAttempts?: string;
   readonly concurrencyKey?: string;
   readonly dependsOn?: string;
+  readonly fanOut?: boolean;
+  readonly nodes?: string;
+  readonly quorum?: string;
+  readonly quorumTimeoutMs?: string;
   readonly id?: string;
   readonly file?: string;
   readonly wait?: boolean;
@@ -61,6 +65,13 @@ function specFromFlags(flags: SubmitFlags): Record<string, unknown> {
   if (flags.maxAttempts !== undefined) spec['max_attempts'] = parseInteger(flags.maxAttempts, '--max-attempts');
   if (flags.concurrencyKey !== undefined) spec['concurrency_key'] = flags.concurrencyKey;
   if (flags.dependsOn !== undefined) spec['depends_on'] = flags.dependsOn.split(',').filter((id) => id !== '');
+  if (flags.fanOut || flags.nodes !== undefined || flags.quorum !== undefined || flags.quorumTimeoutMs !== undefined) {
+    spec['fan_out'] = {
+      ...(flags.nodes === undefined ? {} : { nodes: flags.nodes.split(',').filter((node) => node !== '') }),
+      ...(flags.quorum === undefined ? {} : { quorum: parseInteger(flags.quorum, '--quorum') }),
+      ...(flags.quorumTimeoutMs === undefined ? {} : { quorum_timeout_ms: parseInteger(flags.quorumTimeoutMs, '--quorum-timeout-ms') }),
+    };
+  }
   return spec;
 }
 
@@ -180,6 +191,10 @@ async function showAction(jobId: string, flags: CommonFlags): Promise<number> {
   );
   if (run === null) writeOut('run: none yet');
   else writeOut(recordTable(Object.entries(run as Record<string, unknown>).map(([k, v]) => [k === 'status' ? 'run status' : k, v] as const)));
+  if (detail.fan_out !== undefined) {
+    writeOut(`fan-out: quorum ${detail.fan_out.quorum} of ${detail.fan_out.nodes.length} nodes`);
+    writeOut(table(['node', 'status', 'attempt', 'run_id', 'finished_at', 'reason'], detail.fan_out.nodes.map((n) => [n.node, n.status, `${n.attempt}/${n.max_attempts}`, n.run_id, n.finished_at, n.error?.message ?? n.reason])));
+  }
   writeOut(table(['seq', 'time', 'event', 'event_id'], history.map((h) => [h.seq, h.time, h.type, h.id])));
   return 0;
 }
@@ -310,6 +325,10 @@ export function registerJobCommands(program: Command): void {
       .option('--max-attempts <n>', 'attempts before the job stays failed (default 1)')
       .option('--concurrency-key <key>', "flow control: the queue's key_concurrency and key_rate hold per key (a tenant id, say)")
       .option('--depends-on <ids>', 'comma-separated job ids (any queue): the job runs once all of them succeeded')
+      .option('--fan-out', "run the job once on each worker node live on the queue (README \"Fan-out jobs\")")
+      .option('--nodes <names>', 'fan out to these worker nodes (comma-separated; implies --fan-out)')
+      .option('--quorum <n>', 'nodes that must complete for the job to succeed (default: a majority)')
+      .option('--quorum-timeout-ms <n>', 'nodes not ended this long after the first node completed are skipped (default 10000)')
       .option('--id <command-id>', 'command id: resending the same id returns the first result')
       .option('--file <path>', "JSON lines, one job spec per line ('-' for stdin); sent in batches of up to 10,000 jobs and 3/4 of the server's max_payload")
       .option('--wait', 'wait for the job to end and print its result; exit 0 only when it succeeded'),

@@ -168,7 +168,7 @@ async function populateDirect(client: Client, plan: Plan, stop: Stop): Promise<P
     if (stop.isRequested()) break;
     // A stand-in for a claimed job: no job, no run (DOCKET_JOB_ID and DOCKET_RUN_ID are empty).
     const job: WorkerJob = { job_id: '', run_id: '', queue: plan.queue, key, params: {}, attempt: 1, max_attempts: 1, lease_ms: 0, fencing_token: 0 };
-    const ctx: WorkerJobContext = { runId: '', fencingToken: 0, signal: never, heartbeat: async () => undefined, progress: () => undefined, setExitCode: () => undefined };
+    const ctx: WorkerJobContext = { runId: '', fencingToken: 0, signal: never, heartbeat: async () => undefined, progress: () => undefined, setExitCode: () => undefined, node: '' };
     try {
       await runCommand(plan.run, job, ctx);
       computed += 1;

@@ -14,6 +14,9 @@ import type { JobLoader } from '../audit/replay.js';
 import type { RecordedMessage } from '../audit/types.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, STREAM, subjects } from '../nats/subjects.js';
 
+/** A commit holding a fan-out job's submit (its job.submitted carries fan_out). */
+const FAN_OUT_NEEDLE = Buffer.from('"fan_out"');
+
 /** How long a node gets to answer `get` before the scan is used instead. */
 const GET_TIMEOUT_MS = 2_000;
 
@@ -69,6 +72,8 @@ export function positionalJobLoader(nc: NatsConnection, scan: JobLoader): JobLoa
     const commits = await Promise.all(answer.seqs!.map((seq) => readCommit(manager, seq)));
     // A commit the stream no longer holds (limits): the scan says what is left.
     if (commits.some((c) => c === null)) return scan(jobId);
+    // A fan-out job's node events are in commits its positions do not name: the scan finds them.
+    if (commits.some((c) => Buffer.from(c!.data.buffer, c!.data.byteOffset, c!.data.byteLength).includes(FAN_OUT_NEEDLE))) return scan(jobId);
     return commits as RecordedMessage[];
   };
 }

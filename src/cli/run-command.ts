@@ -103,6 +103,8 @@ export function runCommand(run: CommandRun, job: WorkerJob, ctx: WorkerJobContex
         DOCKET_ATTEMPT: String(job.attempt),
         DOCKET_PARAMS: JSON.stringify(job.params),
         DOCKET_KEY: JSON.stringify(job.key),
+        // A fan-out job's entry for this node: the job, the node, all the job's nodes (README "Fan-out jobs").
+        ...(job.fan_out === undefined ? {} : { DOCKET_FAN_OUT_JOB_ID: job.fan_out.job_id, DOCKET_NODE: job.fan_out.node, DOCKET_FAN_OUT_NODES: job.fan_out.nodes.join(',') }),
       },
     });
     run.children.add(child);

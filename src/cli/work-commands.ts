@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 import { Limits } from '../commands/limits.js';
 import { InvalidRequestError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { isQueueName } from '../nats/subjects.js';
+import { isQueueName, NODE_NAME } from '../nats/subjects.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
 import { parseInteger, parseLogLevel, parsePositiveInteger, readEnvironment, serverFrom } from './options.js';
 import { writeJson, writeOut } from './render.js';
@@ -37,6 +37,8 @@ interface WorkFlags {
   readonly logLevel?: string;
   /** Exit code meaning "fail without retry". */
   readonly fatalExitCode?: string;
+  /** The worker's node (fan-out jobs). */
+  readonly node?: string;
 }
 
 /** One line per reason while NATS cannot be reached at start; resolves with a connection or undefined once stopping. */
@@ -80,6 +82,7 @@ async function workAction(queue: string, argv: readonly string[], flags: WorkFla
   // What the Worker would refuse is refused before connecting: with NATS down, the user would
   // otherwise see "waiting for NATS" rather than the mistake.
   if (!isQueueName(queue)) throw new InvalidRequestError(`queue must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(queue)}`);
+  if (flags.node !== undefined && !NODE_NAME.test(flags.node)) throw new InvalidRequestError(`--node must be 1-128 characters of [A-Za-z0-9_.:-], got ${JSON.stringify(flags.node)}`);
   if (leaseMs !== undefined && (leaseMs < Limits.MinLeaseMs || leaseMs > Limits.MaxLeaseMs)) {
     throw new InvalidRequestError(`--lease-ms must be ${Limits.MinLeaseMs}..${Limits.MaxLeaseMs}, got ${leaseMs}`);
   }
@@ -100,6 +103,7 @@ async function workAction(queue: string, argv: readonly string[], flags: WorkFla
     nc,
     concurrency,
     ...(leaseMs === undefined ? {} : { leaseMs }),
+    ...(flags.node === undefined ? {} : { node: flags.node }),
     logger,
     handler: (job, ctx) => runCommand(run, job, ctx),
   });
@@ -158,6 +162,7 @@ export function registerWorkCommands(program: Command): void {
     .option('--concurrency <n>', 'commands run at once (default 1)')
     .option('--lease-ms <n>', 'lease per claim; heartbeats every third (default 30000)')
     .option('--fatal-exit-code <code>', 'this exit code fails the job without a retry')
+    .option('--node <name>', "this worker's node: it runs the fan-out jobs' entries for this node (default: the host name)")
     .option('--log-level <level>', 'trace|debug|info|warn|error|fatal|silent')
     .action(async (queue: string, argv: string[], flags: WorkFlags) => workAction(queue, argv, flags));
 }

@@ -15,6 +15,7 @@ import type { QueueView } from '../commands/queue-commands.js';
 import type { Reserved, ReservationView } from '../commands/reservation-commands.js';
 import { decodeCommit, envelopeProblem } from '../nats/codec.js';
 import { LOG_SUBJECTS, queuePartition, STREAM, subjects } from '../nats/subjects.js';
+import type { FanOutView } from '../commands/jobnode-commands.js';
 import type { JobSpec } from '../commands/schemas.js';
 import type { JobSummary, toDetail } from '../commands/queries.js';
 import type { QueueProgress } from '../projections/progress.js';
@@ -47,7 +48,8 @@ export interface SubmitResult {
   readonly status: string;
   readonly created: boolean;
 }
-export type JobDetail = ReturnType<typeof toDetail>;
+/** A job's detail; `fan_out` for a fan-out job: its quorum and each node's entry (README "Fan-out jobs"). */
+export type JobDetail = ReturnType<typeof toDetail> & { readonly fan_out?: FanOutView };
 
 /** An event's place in the log: its commit's stream sequence and its index in the commit. */
 export interface EventPosition {
@@ -340,8 +342,8 @@ export class Client {
   }
 
   async get(jobId: string): Promise<JobDetail> {
-    const { job, run, history } = await this.request<JobDetail>('get', { job_id: jobId });
-    return { job, run, history };
+    const { job, run, history, fan_out } = await this.request<JobDetail>('get', { job_id: jobId });
+    return fan_out === undefined ? { job, run, history } : { job, run, history, fan_out };
   }
 
   async list(query: { queue: string; status?: string; limit?: number; cursor?: string }): Promise<{ jobs: JobSummary[]; next_cursor: string | null }> {

@@ -8,14 +8,14 @@ import { execFileSync } from 'node:child_process';
 import { hostname, userInfo } from 'node:os';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { Priority, type Json } from '../../machines/index.js';
-import type { ClaimedJob } from '../commands/schemas.js';
+import type { ClaimedFanOut, ClaimedJob } from '../commands/schemas.js';
 import { coerceError, DocketError, fromErrorBody, InvalidRequestError, NonRetryableJobError, type ErrorBody } from '../errors.js';
 import { JobDefaults, Limits } from '../commands/limits.js';
 import { randomIds } from '../ids.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { CompletionBatcher, type CompletionVerb } from './completions.js';
 import { connectNats, requestBytes } from '../nats/connection.js';
-import { isQueueName, subjects, type WorkVerb } from '../nats/subjects.js';
+import { isQueueName, NODE_NAME, subjects, type WorkVerb } from '../nats/subjects.js';
 
 /** Claims a worker keeps open at once. */
 const MAX_CLAIMS_IN_FLIGHT = 4;
@@ -43,6 +43,13 @@ export interface WorkerJobContext {
   progress(value: Json): void;
   /** The exit code of the process this run stood for: recorded as `exit_code` on its completion or failure. */
   setExitCode(code: number): void;
+  /** The worker's node (WorkerOptions.node). */
+  readonly node: string;
+  /**
+   * Set when the run is a fan-out job's entry for this node (README "Fan-out jobs"): the job's
+   * id, this node, all the job's nodes and its quorum. `job.job_id` is then the job node's id.
+   */
+  readonly fanOut?: ClaimedFanOut;
 }
 
 export type WorkerHandler = (job: WorkerJob, ctx: WorkerJobContext) => Promise<Json | void> | Json | void;
@@ -62,6 +69,12 @@ export interface WorkerOptions {
   readonly claimWaitMs?: number;
   /** @defaultValue `<host>-<pid>-<random>` */
   readonly workerId?: string;
+  /**
+   * The worker node this worker runs on: claims take the fan-out jobs' entries of this node
+   * (README "Fan-out jobs"), and the queue's leader counts the node as live while its workers
+   * claim or heartbeat. 1-128 characters of [A-Za-z0-9_.:-]. @defaultValue the host name (other characters as `-`)
+   */
+  readonly node?: string;
   /**
    * Code version recorded on each run; `'git'` records the git hash of the working directory's
    * repository (seed 000's `version: "git"`; 'unknown' outside one). @defaultValue 'unknown'
@@ -116,6 +129,7 @@ export class Worker {
   private claimWaitMs: number;
   private readonly host = hostname();
   private readonly user = userName();
+  readonly node: string;
   /** Runs finished by this worker, by outcome (for tests and metrics). */
   readonly counts = { succeeded: 0, failed: 0, lost: 0 };
   /**
@@ -130,6 +144,8 @@ export class Worker {
   /** Throws InvalidRequestError for options the worker protocol would refuse on every claim. */
   constructor(private readonly options: WorkerOptions) {
     this.id = options.workerId ?? `${hostname()}-${process.pid}-${randomIds.next().slice(0, 6)}`;
+    this.node = options.node ?? defaultNodeName();
+    if (!NODE_NAME.test(this.node)) throw new InvalidRequestError(`node must be 1-128 characters of [A-Za-z0-9_.:-], got ${JSON.stringify(this.node)}`);
     this.concurrency = options.concurrency ?? 1;
     this.leaseMs = options.leaseMs ?? JobDefaults.leaseMs;
     this.claimWaitMs = options.claimWaitMs ?? 2_000;
@@ -269,6 +285,8 @@ export class Worker {
       setExitCode: (code) => {
         entry.exitCode = code;
       },
+      node: this.node,
+      ...(job.fan_out === undefined ? {} : { fanOut: job.fan_out }),
     };
     void (async () => {
       let next: readonly WorkerJob[] = [];
@@ -331,6 +349,7 @@ export class Worker {
     const connectionId = this.nc?.info?.client_id;
     return {
       worker: this.id,
+      node: this.node,
       max,
       lease_ms: this.leaseMs,
       host: this.host,
@@ -350,7 +369,7 @@ export class Worker {
       if (entry.progress !== undefined) progress[runId] = entry.progress;
       entry.progress = undefined;
     }
-    const body = Object.keys(progress).length > 0 ? { worker: this.id, run_ids: runIds, progress } : { worker: this.id, run_ids: runIds };
+    const body = Object.keys(progress).length > 0 ? { worker: this.id, node: this.node, run_ids: runIds, progress } : { worker: this.id, node: this.node, run_ids: runIds };
     try {
       const { lost } = await this.request<{ lost: string[] }>('heartbeat', body, 5_000);
       for (const runId of lost) {
@@ -434,4 +453,9 @@ function claimFailure(err: unknown): string {
   if (name === 'NoRespondersError' || /no responders/i.test(message)) return 'no docket node is serving the queue';
   if (name === 'TimeoutError' || /timeout/i.test(message)) return 'no reply from a docket node in time';
   return message;
+}
+
+/** The host name as a node name: characters a node name may not hold become `-`. */
+function defaultNodeName(): string {
+  return hostname().replace(/[^A-Za-z0-9_.:-]/g, '-').slice(0, 128) || 'localhost';
 }

@@ -11,6 +11,7 @@ import { ConflictError, excerpt, InvalidTransitionError, NotFoundError, StaleRun
 import { commandHash, eventIdFor, eventIdOf, type IdSource } from '../ids.js';
 import type { Logger } from '../logger.js';
 import type { KeyIndex } from '../projections/key-index.js';
+import type { JobNodeIndex } from '../projections/job-nodes.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
 import { historyOf, holdsEvent, isSubmitOf, type JobRecord, type JobStore } from '../store/job-store.js';
 import type { LogTail } from '../store/log-tail.js';
@@ -26,6 +27,8 @@ export interface CommandContext {
   readonly aggregates: AggregateStore;
   readonly tail: LogTail;
   readonly keys: KeyIndex;
+  /** Fan-out jobs' nodes and the worker nodes seen per queue (absent: fan-out is refused as having no nodes). */
+  readonly jobNodes?: JobNodeIndex;
   readonly clock: Clock;
   readonly ids: IdSource;
   /** This node's name, written into every event's meta. */

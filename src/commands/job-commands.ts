@@ -4,7 +4,8 @@
  */
 import { commandMetaOf, envelope, findJob, transitionJob, type CommandContext } from './handle-command.js';
 import { movedData } from './move.js';
-import type { JobError } from '../../machines/index.js';
+import { FAN_OUT_WORKER, type JobError } from '../../machines/index.js';
+import { endNodeRun, isJobNodeRun } from './jobnode-commands.js';
 import { InvalidRequestError, InvalidTransitionError } from '../errors.js';
 import { toIso } from '../clock.js';
 import { holdsEvent as holdsEventId } from '../store/job-store.js';
@@ -24,6 +25,8 @@ export async function cancelJob(ctx: CommandContext, command: CancelCommand): Pr
 
 export async function retryJob(ctx: CommandContext, command: RetryCommand): Promise<Record<string, unknown>> {
   const failed = await findJob(ctx, command.job_id);
+  // A retry is an ordinary job made from the failed one's context, which does not keep a fan-out.
+  if (failed.state.run.context.worker === FAN_OUT_WORKER) throw new InvalidTransitionError(`job ${failed.jobId} is a fan-out job: submit it again to run it on its nodes again`, { details: { job_id: failed.jobId } });
   const { record, created } = await createRetry(ctx, failed, { manual: true });
   return { job_id: record.jobId, status: record.state.job.value, created, retry_of: failed.jobId };
 }
@@ -67,6 +70,8 @@ function assertQueue(ctx: CommandContext, queue: string, jobId: string): void {
  * run id. `onDecided` runs once the end is accepted and handed to the writer.
  */
 export async function endRun(ctx: CommandContext, queue: string, item: CompleteItem | FailItem, onDecided?: () => void): Promise<{ job_id: string; status: string }> {
+  // A fan-out job's node entry is completed by its own id, like a job (README "Fan-out jobs").
+  if (isJobNodeRun(ctx, item.job_id)) return endNodeRun(ctx, queue, item, onDecided);
   assertQueue(ctx, queue, item.job_id);
   const exit = { ...(item.exit_code === undefined ? {} : { exit_code: item.exit_code }), ...(item.duration_ms === undefined ? {} : { duration_ms: item.duration_ms }) };
   const failed = 'error' in item;

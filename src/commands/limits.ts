@@ -40,6 +40,8 @@ export const Limits = {
   MaxDelayMs: 10 * 366 * 24 * 3_600_000,
   /** Members of one group (one group.create request). */
   MaxGroupJobs: 1_000,
+  /** Nodes one fan-out job may name (each is a jobnode created in the submit's commit). */
+  MaxFanOutNodes: 256,
   /** Jobs one job may depend on (depends_on). */
   MaxDependencies: 100,
   /** Jobs one claim may take. */

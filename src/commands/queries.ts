@@ -8,6 +8,8 @@ import { historyOf, type JobRecord, type JobStore } from '../store/job-store.js'
 import { errorSummary } from './error-record.js';
 import { readEvictedJob, type CommitReader } from '../store/evicted-jobs.js';
 import { Limits } from './limits.js';
+import type { JobNodeIndex } from '../projections/job-nodes.js';
+import { fanOutViewOf } from './jobnode-commands.js';
 import type { GetCommand, ListCommand, ProgressCommand } from './schemas.js';
 
 export interface JobSummary {
@@ -78,6 +80,8 @@ export function toDetail(record: JobRecord, budgetBytes = Infinity) {
 
 export interface QueryContext {
   readonly store: JobStore;
+  /** Fan-out jobs' nodes, for `get`; without it `get` shows no `fan_out`. */
+  readonly jobNodes?: JobNodeIndex;
   readonly progress: Progress;
   readonly queueIndex: QueueIndex;
   /**
@@ -128,6 +132,14 @@ export function getJob(ctx: QueryContext, command: GetCommand) {
   const record = ctx.store.get(command.job_id);
   if (!record) throw new NotFoundError(`job ${command.job_id} not found`, { details: { job_id: command.job_id } });
   const held = ctx.holdOf?.(record) ?? null;
+  const fanOut = fanOutViewOf(ctx, record.jobId);
+  if (fanOut !== null) {
+    // Nodes' results are dropped when they would not fit one reply with the job (its result names every node's status).
+    const budget = ctx.replyBudget?.() ?? Infinity;
+    let shown = fanOut;
+    if (Buffer.byteLength(JSON.stringify(fanOut)) > budget / 2) shown = { ...fanOut, nodes: fanOut.nodes.map((n) => ({ ...n, result: null })) };
+    return { ...toDetail(record, budget - Buffer.byteLength(JSON.stringify(shown))), fan_out: shown };
+  }
   const detail = toDetail(record, (ctx.replyBudget?.() ?? Infinity) - (held === null ? 0 : Buffer.byteLength(JSON.stringify(held)) + 12));
   return held === null ? detail : { ...detail, held };
 }

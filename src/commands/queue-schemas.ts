@@ -50,7 +50,7 @@ export const reserveSchema = z
     holder: z.string().min(1).max(200),
     ttl_ms: ttlMs,
     /** A job to create and claim under the reservation, in the same commit (direct execution). */
-    job: jobSpecSchema.describe('a submit body; its queue must be the reserved queue').optional(),
+    job: jobSpecSchema.describe('a submit body (no key, no fan_out); its queue must be the reserved queue').optional(),
     /** The direct job's lease; heartbeats extend it as any run's. */
     lease_ms: z.number().int().min(Limits.MinLeaseMs).max(Limits.MaxLeaseMs).optional(),
     create,

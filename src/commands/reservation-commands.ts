@@ -59,6 +59,7 @@ export type Reserved = ReservationView & {
 export async function reserve(ctx: CommandContext, command: ReserveCommand): Promise<Reserved> {
   const { queue } = command;
   if (command.job?.key !== undefined) throw new InvalidRequestError('a direct job takes no key: submit keyed jobs to the queue', { details: { queue } });
+  if (command.job?.fan_out !== undefined) throw new InvalidRequestError('a direct job takes no fan_out: submit fan-out jobs to the queue', { details: { queue } });
   const meta = commandMetaOf(command.id, command);
   const id = reservationId(queue, command.id, ctx.ids);
   const activatedId = command.id === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(command.id, `reservation-${queue}`);

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { JOB_STATUSES, Priority, TERMINAL_STATUS_NAMES, type JsonObject } from '../../machines/index.js';
-import { ID_TOKEN, QUEUE_NAME } from '../nats/subjects.js';
+import { ID_TOKEN, NODE_NAME, QUEUE_NAME } from '../nats/subjects.js';
 import { Limits } from './limits.js';
 
 /**
@@ -32,6 +32,15 @@ const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
 export const queueName = z.string().regex(QUEUE_NAME, 'must match [A-Za-z0-9_-]{1,64}');
 export const idToken = z.string().regex(ID_TOKEN, 'must be 1-128 characters of [A-Za-z0-9_-]');
 export const commandId = z.string().min(1).max(200);
+export const nodeName = z.string().regex(NODE_NAME, 'must be 1-128 characters of [A-Za-z0-9_.:-]');
+/** Fan-out (seed 004): the job runs once on each node; see README "Fan-out jobs". */
+export const fanOutSchema = z
+  .object({
+    nodes: z.array(nodeName).min(1).max(Limits.MaxFanOutNodes).describe("the worker nodes to run on; absent: every node whose workers claimed or heartbeat on the queue in the last 30 s (the leader's view, recorded in the log)").optional(),
+    quorum: z.number().int().min(1).max(Limits.MaxFanOutNodes).describe('how many nodes must complete; default floor(n/2)+1').optional(),
+    quorum_timeout_ms: z.number().int().min(0).max(Limits.MaxDelayMs).describe('nodes not ended this long after the first node completed are skipped; default 10000').optional(),
+  })
+  .strict();
 /** A template's or schedule's name: its aggregate id (partition sys), one subject token. */
 export const aggregateName = z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, `must be 1-${Limits.MaxScheduleNameChars} characters of [A-Za-z0-9_-]`);
 
@@ -67,6 +76,7 @@ const jobSpecShape = {
   backoff: backoffSchema.optional(),
   concurrency_key: z.string().min(1).max(200).describe("flow control: the queue's key_concurrency and key_rate hold per key (a tenant id, say)").optional(),
   depends_on: z.array(idToken).min(1).max(Limits.MaxDependencies).describe('job ids (any queue) this job waits for: it runs once all of them succeeded and is skipped when one ends otherwise').optional(),
+  fan_out: fanOutSchema.optional(),
   template: aggregateName
     .describe("make the job from this template: the template's params with the submit's merged over them (shallow, by key), its priority, max_attempts and backoff where the submit gives none; the node fills a missing queue with the template's")
     .optional(),
@@ -139,6 +149,7 @@ export const claimSchema = z
     version: z.string().max(200).optional(),
     user: z.string().max(200).describe("the worker's user, recorded on each run (seed 000's error record)").optional(),
     connection_id: z.number().int().min(0).describe("the worker's NATS client id on its server, recorded on each run").optional(),
+    node: nodeName.describe("the worker's node (fan-out jobs): the claim also takes the queued job nodes of this node, and the leader counts the node as live on the queue").optional(),
     max_priority: z
       .number()
       .int()
@@ -151,6 +162,7 @@ export const claimSchema = z
 export const heartbeatSchema = z
   .object({
     worker: z.string().max(200).optional(),
+    node: nodeName.describe("the worker's node: keeps it live on the queue for fan-out jobs").optional(),
     run_ids: z.array(idToken).max(Limits.MaxClaimJobs * 10),
     /** Latest progress per run id, as the handler reported it (logged by the leader at debug, not stored). */
     progress: z.record(idToken, boundedJson(Limits.MaxProgressBytes)).optional(),
@@ -213,6 +225,19 @@ export interface ClaimedJob {
    * the handler writes to can refuse a write from an older run of the same job.
    */
   readonly fencing_token: number;
+  /**
+   * Set when this is a fan-out job's entry for the claiming worker's node: `job_id` above is then
+   * the job node's id (complete and fail name it as for any run), this names the job.
+   */
+  readonly fan_out?: ClaimedFanOut;
+}
+
+/** What a handler of a fan-out job's node sees: the job, this node, all the job's nodes and its quorum. */
+export interface ClaimedFanOut {
+  readonly job_id: string;
+  readonly node: string;
+  readonly nodes: readonly string[];
+  readonly quorum: number;
 }
 export type HeartbeatCommand = z.infer<typeof heartbeatSchema>;
 export type CompleteCommand = z.infer<typeof completeSchema>;

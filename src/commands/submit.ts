@@ -15,6 +15,7 @@ import { JobDefaults, Limits } from './limits.js';
 import type { JobSpec } from './schemas.js';
 import type { SubmitCommand } from './validate.js';
 import { applyTemplate, type MadeFrom } from '../schedules/template-submit.js';
+import { submitFanOut } from './jobnode-commands.js';
 
 export interface SubmitItemResult {
   readonly job_id: string;
@@ -112,6 +113,10 @@ async function submitItem(ctx: CommandContext, spec: JobSpec, commandId: string 
   // resend is the same command even if the template was revised meanwhile.
   const { spec: made, madeFrom } = applyTemplate(spec, ctx.aggregates);
   spec = made;
+  if (spec.fan_out !== undefined) {
+    const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
+    return submitFanOut(ctx, spec, jobId, commandEventId ?? plainSubmitId(jobId), meta, madeFrom);
+  }
   const waiting = await waitsOnDependencies(ctx, spec);
   if (spec.key !== undefined) return submitKeyed(ctx, spec, spec.key as JobKey, commandEventId ?? eventIdOf(ctx.ids.next()), meta, waiting, madeFrom);
   const jobId = commandId === undefined ? ctx.ids.next() : commandJobId(spec.queue, commandId, index);
@@ -182,7 +187,7 @@ export async function submitPart(ctx: CommandContext, part: SubmitPart): Promise
   const plain: number[] = [];
   const others: number[] = [];
   // A job made from a template, or waiting on others, is decided on its own.
-  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined && item.spec.depends_on === undefined && item.spec.template === undefined ? plain : others).push(i));
+  part.items.forEach((item, i) => (part.id === undefined && item.spec.key === undefined && item.spec.depends_on === undefined && item.spec.template === undefined && item.spec.fan_out === undefined ? plain : others).push(i));
   await Promise.all([
     plain.length === 0 ? undefined : submitPlain(ctx, plain.map((i) => part.items[i]!.spec)).then(
       (answers) => plain.forEach((i, k) => (replies[i] = answers[k]!)),

@@ -20,6 +20,7 @@ import type { QueueOrder } from '../projections/queue-order.js';
 import type { PartitionWriter } from '../store/partition-writer.js';
 import type { FlowGate } from './flow-gate.js';
 import { selectClaimable } from './select-claimable.js';
+import { claimJobNode } from '../commands/jobnode-commands.js';
 import { ParkedKeys } from './parked-keys.js';
 
 type Submitted = Extract<JobEvent, { type: 'job.submitted' }>;
@@ -106,6 +107,8 @@ export class QueueDispatcher {
   private readonly parkedKeys: ParkedKeys;
   private readonly pollTimer: NodeJS.Timeout;
   private stopped = false;
+  /** Job nodes being claimed (their jobnode.claimed in flight): no second claim takes them. */
+  private readonly takingNodes = new Set<string>();
 
   constructor(
     readonly queue: string,
@@ -165,6 +168,9 @@ export class QueueDispatcher {
   /** Hands ready jobs to waiting claims. Synchronous up to the appends, which run in parallel. */
   pump(): void {
     let rateRetryAt: number | undefined;
+    // Fan-out jobs' node entries go to claims of their node, ahead of the queue order (a queue
+    // that never had a fan-out job pays one map lookup here).
+    if (this.ctx.jobNodes?.hasQueued(this.queue) === true) this.serveNodeClaims();
     if (this.parkedKeys.size > 0) this.parkedKeys.freeDue(this.clock.now());
     while (this.waiters.length > 0 && !this.stopped) {
       const waiter = this.waiters[0]!;
@@ -200,6 +206,38 @@ export class QueueDispatcher {
     }
     this.armDueTimer();
     this.armRateTimer(rateRetryAt);
+  }
+
+  /**
+   * Hands queued job nodes to the waiting claims of their worker node (README "Fan-out jobs").
+   * A pause or a reservation holds them; the queue's limits do not (they count jobs, and each
+   * node runs its entry once).
+   */
+  private serveNodeClaims(): void {
+    const hold = this.gate.queueHold(this.clock.now());
+    if (hold?.reason === 'paused' || hold?.reason === 'reservation') return;
+    const jobNodes = this.ctx.jobNodes!;
+    for (let i = 0; i < this.waiters.length; ) {
+      const waiter = this.waiters[i]!;
+      const node = waiter.request.node;
+      const ids = node === undefined ? [] : jobNodes.queuedFor(this.queue, node).filter((id) => !this.takingNodes.has(id)).slice(0, waiter.request.max ?? 1);
+      if (ids.length === 0) {
+        i += 1;
+        continue;
+      }
+      this.waiters.splice(i, 1);
+      clearTimeout(waiter.timer);
+      for (const id of ids) this.takingNodes.add(id);
+      const claims = ids.map((id) =>
+        claimJobNode(this.ctx, this.queue, id, waiter.request)
+          .catch((err: unknown) => {
+            if (!(err instanceof DocketError)) this.log.error({ err, jobNodeId: id }, 'job node claim append failed');
+            return null;
+          })
+          .finally(() => this.takingNodes.delete(id)),
+      );
+      void Promise.all(claims).then((claimed) => this.answer(waiter, claimed));
+    }
   }
 
   private armRateTimer(atMs: number | undefined): void {

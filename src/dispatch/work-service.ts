@@ -90,6 +90,8 @@ export class WorkService {
     private readonly log: Logger,
     /** Where replies go out, with the node's live events (one write per turn); without it, on `nc`. */
     private readonly outbox?: Outbox,
+    /** Fan-out jobs' node runs: their leases are kept apart from jobs' (src/reactors/fan-out.ts). */
+    private readonly nodeLeases?: { heartbeat(queue: string, runIds: readonly string[]): string[] },
   ) {}
 
   /** Subscribes and waits until the server has the subscriptions. */
@@ -163,6 +165,7 @@ export class WorkService {
       case 'claim': {
         const request = validate(claimSchema, body);
         await this.ctx.writer(queue);
+        if (request.node !== undefined) this.ctx.jobNodes?.sawNode(queue, request.node, this.ctx.clock.now());
         const dispatcher = this.dispatcherFor(queue);
         if (!dispatcher) throw new UnavailableError(`no dispatcher for ${queue}; retry`);
         return { jobs: await dispatcher.claim(request) };
@@ -170,7 +173,10 @@ export class WorkService {
       case 'heartbeat': {
         const request = validate(heartbeatSchema, body);
         await this.ctx.writer(queue);
-        const lost = this.leases.heartbeat(queue, request.run_ids);
+        if (request.node !== undefined) this.ctx.jobNodes?.sawNode(queue, request.node, this.ctx.clock.now());
+        let lost = this.leases.heartbeat(queue, request.run_ids);
+        // Runs no job holds may be fan-out nodes' runs (none without fan-out jobs: nothing to look at).
+        if (lost.length > 0 && this.nodeLeases !== undefined) lost = this.nodeLeases.heartbeat(queue, lost);
         if (request.progress !== undefined && this.log.isLevelEnabled('debug')) {
           // Only runs this worker holds: a progress for any other run id is nobody's to report.
           const gone = new Set(lost);

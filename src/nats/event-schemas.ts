@@ -70,6 +70,10 @@ export const jobEventDataSchemas = {
       .looseObject({ name: z.string(), tick: isoTime, trigger: z.enum(FireTriggers) })
       .describe("The schedule fire that made the job: its schedule.fired names the same tick and job id. Absent: not a schedule's.")
       .optional(),
+    fan_out: z
+      .looseObject({ nodes: z.array(z.string()).min(1), quorum: z.int().min(1), quorum_timeout_ms: z.int().min(0) })
+      .describe("A fan-out job: the nodes chosen (recorded, so a replay sees the same set), its quorum and quorum timeout. Its own run (worker docket:fan-out) and one jobnode.created per node are in the same commit. Absent: an ordinary job.")
+      .optional(),
   }),
   'job.released': z.looseObject({}).describe('No fields: waiting -> queued.'),
   'job.moved': z.looseObject({
@@ -212,6 +216,30 @@ export const aggregateEventDataSchemas = {
   'reservation.renewed': ['reservation', z.looseObject({ reservation_id: reservationId, expires_at: isoTime })],
   'reservation.released': ['reservation', z.looseObject({ reservation_id: reservationId })],
   'reservation.expired': ['reservation', z.looseObject({ reservation_id: reservationId }).describe("Decided at or after the reservation's expires_at.")],
+  'jobnode.created': [
+    'jobnode',
+    z
+      .looseObject({
+        job_id: idToken.describe('The fan-out job (its job.submitted, with fan_out, is in the same commit).'),
+        node: z.string().describe('The worker node this entry is for (a Worker\'s `node`).'),
+        of: z.int().min(1).describe('How many nodes the job fanned out to.'),
+        quorum: z.int().min(1).describe('How many of them must complete for the job to succeed.'),
+        quorum_timeout_ms: z.int().min(0).describe('After the first node completed, nodes not ended by then are skipped.'),
+        max_attempts: z.int().min(1),
+        backoff,
+      })
+      .describe("One fan-out job's entry for one node (id derived from (job id, node)): new -> queued."),
+  ],
+  'jobnode.claimed': ['jobnode', z.looseObject({ run_id: idToken, worker: z.string(), host: z.string(), pid: z.int().min(0), lease_ms: z.int().min(1) }).describe('queued -> running: a worker of its node took it; the position is the run\'s fencing token.')],
+  'jobnode.completed': ['jobnode', z.looseObject({ run_id: idToken, result: jsonValue('The result'), duration_ms: durationMs }).describe('running -> completed.')],
+  'jobnode.retrying': [
+    'jobnode',
+    z.looseObject({ run_id: idToken, reason: z.enum(Object.values(FailureReasons)), error: jobError.nullable(), retry_at: isoTime.describe('Queued again then (the job\'s backoff).') }).describe('running -> retrying: the run failed with attempts left.'),
+  ],
+  'jobnode.failed': ['jobnode', z.looseObject({ run_id: idToken, reason: z.enum(Object.values(FailureReasons)), error: jobError.nullable() }).describe('running -> failed: its last attempt failed.')],
+  'jobnode.requeued': ['jobnode', z.looseObject({}).describe('retrying -> queued, at or after retry_at.')],
+  'jobnode.skipped': ['jobnode', z.looseObject({ reason: z.string() }).describe('queued | retrying | running -> skipped: the job ended without this node (quorum reached or lost, or the quorum timeout).')],
+  'jobnode.cancelled': ['jobnode', z.looseObject({ reason: z.string().nullable() }).describe('queued | retrying | running -> cancelled: the job was cancelled.')],
   'group.created': [
     'group',
     z.looseObject({

@@ -30,6 +30,8 @@ export const EXPECTED_STREAM_HEADER = 'Nats-Expected-Stream';
 export const QUEUE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 /** A job id, run id or node name: one subject token. */
 export const ID_TOKEN = /^[A-Za-z0-9_-]{1,128}$/;
+/** A worker node's name (fan-out jobs): data only, never a subject token, so any host name fits. */
+export const NODE_NAME = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 export function isQueueName(queue: unknown): queue is string {
   return typeof queue === 'string' && QUEUE_NAME.test(queue);

@@ -8,6 +8,7 @@
  * `crash_recovery` (DESIGN's recovery matrix). The append goes through transitionJob, so a lapse
  * racing a completion is decided by the machines: one wins, the other is refused.
  */
+import { FAN_OUT_WORKER } from '../../machines/index.js';
 import type { Clock } from '../clock.js';
 import { envelope, transitionJob, type CommandContext } from '../commands/handle-command.js';
 import { JobDefaults } from '../commands/limits.js';
@@ -65,7 +66,8 @@ export class LeaseKeeper {
 
   private grant(record: JobRecord, reason: LapseReason): void {
     const run = record.state.run.context;
-    if (run.run_id === null || this.leases.has(run.run_id)) return;
+    // A fan-out job's own run is held by the leader while its nodes run (src/reactors/fan-out.ts): no worker heartbeats it.
+    if (run.run_id === null || this.leases.has(run.run_id) || run.worker === FAN_OUT_WORKER) return;
     const leaseMs = run.lease_ms ?? JobDefaults.leaseMs;
     this.leases.set(run.run_id, { queue: record.queue, jobId: record.jobId, leaseMs, expiresAt: this.clock.now() + leaseMs, reason });
   }

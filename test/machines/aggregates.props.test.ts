@@ -7,7 +7,7 @@ import { test as fcTest } from '@fast-check/vitest';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { initialTransition, transition, type AnyStateMachine } from 'xstate';
-import { decideAggregate, groupAggregate, queueAggregate, REFRESHES_KEPT, reservationAggregate, type GroupEvent, type AggregateDefinition, type AggregateEvent, type FoldState, type JobSetDefinition, type JsonObject, type QueueEvent, type ReservationEvent } from '../../machines/index.js';
+import { decideAggregate, groupAggregate, jobNodeAggregate, queueAggregate, REFRESHES_KEPT, reservationAggregate, type JobNodeEvent, type GroupEvent, type AggregateDefinition, type AggregateEvent, type FoldState, type JobSetDefinition, type JsonObject, type QueueEvent, type ReservationEvent } from '../../machines/index.js';
 
 const numRuns = Number(process.env.DOCKET_NUM_RUNS ?? 200);
 
@@ -68,6 +68,39 @@ const groupEvent: fc.Arbitrary<GroupEvent> = fc
     return { ...base, type, data: { status } };
   });
 
+const jobNodeEvent: fc.Arbitrary<JobNodeEvent> = fc
+  .tuple(
+    fc.constantFrom('jobnode.created', 'jobnode.claimed', 'jobnode.completed', 'jobnode.retrying', 'jobnode.failed', 'jobnode.requeued', 'jobnode.skipped', 'jobnode.cancelled'),
+    time,
+    time,
+    fc.constantFrom('r1', 'r2'),
+    meta,
+    fc.integer({ min: 1, max: 3 }),
+    fc.boolean(),
+  )
+  .map(([type, t, retryAt, runId, m, maxAttempts, retryable]) => {
+    const base = { id: `e-${t}`, time: t, aggregate: { kind: 'jobnode' as const, id: 'n1' }, queue: 'q', meta: m };
+    const error = { message: 'x', retryable };
+    switch (type) {
+      case 'jobnode.created':
+        return { ...base, type, data: { job_id: 'j', node: 'a', of: 2, quorum: 2, quorum_timeout_ms: 10, max_attempts: maxAttempts, backoff: { base_ms: 1, max_ms: 1, jitter: 0 } } };
+      case 'jobnode.claimed':
+        return { ...base, type, data: { run_id: runId, worker: 'w', host: 'h', pid: 1, lease_ms: 1000 } };
+      case 'jobnode.completed':
+        return { ...base, type, data: { run_id: runId, result: null } };
+      case 'jobnode.retrying':
+        return { ...base, type, data: { run_id: runId, reason: 'error' as const, error, retry_at: retryAt } };
+      case 'jobnode.failed':
+        return { ...base, type, data: { run_id: runId, reason: 'error' as const, error } };
+      case 'jobnode.requeued':
+        return { ...base, type, data: {} };
+      case 'jobnode.skipped':
+        return { ...base, type, data: { reason: 'quorum_reached' } };
+      default:
+        return { ...base, type, data: { reason: null } };
+    }
+  });
+
 const view = (snapshot: { value: unknown; context: unknown }) => ({ value: snapshot.value, context: snapshot.context });
 
 function checkAgainstMachine(definition: AggregateDefinition, events: readonly AggregateEvent[]): void {
@@ -90,7 +123,12 @@ describe('the folds of the other kinds equal their machines', () => {
   test('the fold tables cover every event type of each kind', () => {
     expect([...queueAggregate.fold.eventTypes].sort()).toEqual([...queueAggregate.eventTypes].sort());
     expect([...reservationAggregate.fold.eventTypes].sort()).toEqual([...reservationAggregate.eventTypes].sort());
+    expect([...jobNodeAggregate.fold.eventTypes].sort()).toEqual([...jobNodeAggregate.eventTypes].sort());
   });
+
+  fcTest.prop([fc.array(jobNodeEvent, { maxLength: 30 })], { numRuns })('jobnode (a stale run, a retry past max_attempts and an early requeue are refused)', (events) =>
+    checkAgainstMachine(jobNodeAggregate as unknown as AggregateDefinition, events),
+  );
 
   fcTest.prop([fc.array(queueEvent, { maxLength: 30 })], { numRuns })('queue', (events) => checkAgainstMachine(queueAggregate as unknown as AggregateDefinition, events));
 
