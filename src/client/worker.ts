@@ -215,6 +215,9 @@ export class Worker {
       )
         .then(
           ({ jobs }) => {
+            // Answered: no longer in flight for the runs it starts (their completions ask whether
+            // any claim is out).
+            this.claimsInFlight -= 1;
             backoffMs = 100;
             if (this.claimsFailing) this.log.info('claims answered again');
             this.claimsFailing = false;
@@ -224,6 +227,7 @@ export class Worker {
             for (const job of jobs) this.run(job);
           },
           async (err: unknown) => {
+            this.claimsInFlight -= 1;
             this.reserved -= free;
             if (!this.running) return;
             if (!this.claimsFailing) this.log.warn({ reason: claimFailure(err) }, 'claims failing, retrying until they are answered');
@@ -235,10 +239,7 @@ export class Worker {
             this.claimBackoff = false;
           },
         )
-        .finally(() => {
-          this.claimsInFlight -= 1;
-          this.changed();
-        });
+        .finally(() => this.changed());
     }
     while (this.claimsInFlight > 0) await this.nextChange();
   }
@@ -318,12 +319,26 @@ export class Worker {
   private batcher(verb: CompletionVerb): CompletionBatcher {
     return new CompletionBatcher(
       verb,
-      (v, body) => this.request(v, body, 10_000),
+      // A completion whose next claim waits is answered up to that wait later.
+      (v, body) => this.request(v, body, 10_000 + ((body as { next?: { wait_ms?: number } }).next?.wait_ms ?? 0)),
       // A completion's claim is not counted in `reserved`: with maxJobs the claim loop alone asks,
       // so the bound holds exactly.
-      (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? this.claimFields(max) : undefined),
+      (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.claimWaitMs } : {}) } : undefined),
       (attempt) => Math.min(2_000, 100 * 2 ** attempt),
     );
+  }
+
+  /**
+   * Whether a completion freeing `slots` may carry a next claim that waits (a long poll whose
+   * reply is the completion's): when it would be this worker's only claim and every run in flight
+   * is in that completion. Then its next claim is parked at the queue as soon as the completion
+   * is committed, before a client that sees the completion can submit again (a long poll sent
+   * after the reply would race that submit, and lose about half the time: the job then waits
+   * for a commit of its own). Nothing else waits on that reply meanwhile: no other run can end,
+   * and the claim loop has no free slot to claim for.
+   */
+  private nextMayWait(slots: number): boolean {
+    return this.claimWaitMs > 0 && this.claimsInFlight === 0 && this.active.size === slots;
   }
 
   /** What every claim of this worker says: who asks, for how many, the lease and the run's meta. */
