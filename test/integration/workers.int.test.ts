@@ -350,6 +350,41 @@ describe('Worker', () => {
     expect(log.filter((e) => e.type === 'job.claimed')).toHaveLength(40);
   });
 
+  test('concurrency 1, each job submitted once the previous one is seen completed: every job is claimed in its submit\'s commit, by the completion\'s waiting next claim', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    let claims = 0;
+    const sub = nc.subscribe(subjects.work(queue, 'claim'), { callback: () => void (claims += 1) });
+    await nc.flush();
+    const abort = new AbortController();
+    const live = client.live({ queue, types: ['job.succeeded'], signal: abort.signal });
+    await live.ready;
+    const completions = live[Symbol.asyncIterator]();
+    await startWorker(queue, () => null, { claimWaitMs: 2_000 });
+    await untilParked(node, queue, 1);
+    const ids: string[] = [];
+    try {
+      for (let i = 0; i < 20; i++) {
+        const { job_id } = await client.submit({ queue, params: { i } });
+        ids.push(job_id);
+        // The latency loop: the next submit goes once this job's completion is seen.
+        for (;;) {
+          const seen = await completions.next();
+          if (seen.done || seen.value.aggregate.id === job_id) break;
+        }
+      }
+    } finally {
+      abort.abort();
+      sub.unsubscribe();
+    }
+    const log = await queueLog(nc, queue);
+    const commitOf = (jobId: string, type: string) => log.find((e) => e.jobId === jobId && e.type === type)?.seq;
+    // The completion's next claim was parked before its live event went out, so the submit that
+    // followed found it waiting: no job waited for a commit of its own claim.
+    expect(ids.filter((id) => commitOf(id, 'job.claimed') !== commitOf(id, 'job.submitted'))).toEqual([]);
+    // Only the first claim was the worker's own long poll; every later job came with a completion's reply.
+    expect(claims).toBe(1);
+  });
+
   test('a Worker with more concurrency than one claim may ask for still gets jobs', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const w = await startWorker(queue, () => 'ran', { concurrency: 5_000 });
