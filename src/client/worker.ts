@@ -20,6 +20,14 @@ import { isQueueName, subjects, type WorkVerb } from '../nats/subjects.js';
 /** Claims a worker keeps open at once. */
 const MAX_CLAIMS_IN_FLIGHT = 4;
 
+/**
+ * How long an idle worker's completion waits for the next job by default (`nextClaimWaitMs`):
+ * long enough for a client that saw the completion to submit again (well under a millisecond
+ * here, tens on a loaded machine), short enough that the completion's reply, held meanwhile,
+ * says "done" promptly (a run's `finished` log line, `counts`, `close()`).
+ */
+const NEXT_CLAIM_WAIT_MS = 20;
+
 /** A claimed job as the handler receives it (the claim reply's item). */
 export type WorkerJob = ClaimedJob;
 
@@ -60,6 +68,13 @@ export interface WorkerOptions {
   readonly leaseMs?: number;
   /** How long one claim waits for work. @defaultValue 2000 */
   readonly claimWaitMs?: number;
+  /**
+   * How long a completion's claim for the next job waits at the queue when this worker has
+   * nothing else to do (no other run, no claim out), the completion's reply waiting with it:
+   * the next job submitted meanwhile is handed over in its submit's own commit. At most
+   * `claimWaitMs`; 0 sends a long-poll claim after the reply instead. @defaultValue 20
+   */
+  readonly nextClaimWaitMs?: number;
   /** @defaultValue `<host>-<pid>-<random>` */
   readonly workerId?: string;
   /**
@@ -114,6 +129,7 @@ export class Worker {
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private claimWaitMs: number;
+  private readonly nextClaimWaitMs: number;
   private readonly host = hostname();
   private readonly user = userName();
   /** Runs finished by this worker, by outcome (for tests and metrics). */
@@ -146,6 +162,11 @@ export class Worker {
     if (!Number.isInteger(this.claimWaitMs) || this.claimWaitMs < 0 || this.claimWaitMs > Limits.MaxClaimWaitMs) {
       throw new InvalidRequestError(`claimWaitMs must be 0..${Limits.MaxClaimWaitMs}, got ${this.claimWaitMs}`);
     }
+    const nextClaimWaitMs = options.nextClaimWaitMs ?? NEXT_CLAIM_WAIT_MS;
+    if (!Number.isInteger(nextClaimWaitMs) || nextClaimWaitMs < 0 || nextClaimWaitMs > Limits.MaxClaimWaitMs) {
+      throw new InvalidRequestError(`nextClaimWaitMs must be 0..${Limits.MaxClaimWaitMs}, got ${nextClaimWaitMs}`);
+    }
+    this.nextClaimWaitMs = Math.min(nextClaimWaitMs, this.claimWaitMs);
     this.log = (options.logger ?? silentLogger).child({ component: 'worker', queue: options.queue, workerId: this.id });
   }
 
@@ -323,14 +344,14 @@ export class Worker {
       (v, body) => this.request(v, body, 10_000 + ((body as { next?: { wait_ms?: number } }).next?.wait_ms ?? 0)),
       // A completion's claim is not counted in `reserved`: with maxJobs the claim loop alone asks,
       // so the bound holds exactly.
-      (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.claimWaitMs } : {}) } : undefined),
+      (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.nextClaimWaitMs } : {}) } : undefined),
       (attempt) => Math.min(2_000, 100 * 2 ** attempt),
     );
   }
 
   /**
-   * Whether a completion freeing `slots` may carry a next claim that waits (a long poll whose
-   * reply is the completion's): when it would be this worker's only claim and every run in flight
+   * Whether a completion freeing `slots` may carry a next claim that waits (`nextClaimWaitMs`, a
+   * short long poll whose reply is the completion's): when it would be this worker's only claim and every run in flight
    * is in that completion. Then its next claim is parked at the queue as soon as the completion
    * is committed, before a client that sees the completion can submit again (a long poll sent
    * after the reply would race that submit, and lose about half the time: the job then waits
@@ -338,7 +359,7 @@ export class Worker {
    * and the claim loop has no free slot to claim for.
    */
   private nextMayWait(slots: number): boolean {
-    return this.claimWaitMs > 0 && this.claimsInFlight === 0 && this.active.size === slots;
+    return this.nextClaimWaitMs > 0 && this.claimsInFlight === 0 && this.active.size === slots;
   }
 
   /** What every claim of this worker says: who asks, for how many, the lease and the run's meta. */

@@ -359,7 +359,9 @@ describe('Worker', () => {
     const live = client.live({ queue, types: ['job.succeeded'], signal: abort.signal });
     await live.ready;
     const completions = live[Symbol.asyncIterator]();
-    await startWorker(queue, () => null, { claimWaitMs: 2_000 });
+    // A long wait for the next job (the default is 20 ms), so that a slow turn of this loaded
+    // test machine between a completion and the next submit cannot make the check flaky.
+    await startWorker(queue, () => null, { claimWaitMs: 2_000, nextClaimWaitMs: 2_000 });
     await untilParked(node, queue, 1);
     const ids: string[] = [];
     try {
