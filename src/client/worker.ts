@@ -129,7 +129,8 @@ export class Worker {
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private claimWaitMs: number;
-  private readonly nextClaimWaitMs: number;
+  /** 0 once a node refused a waiting next claim (older than `next.wait_ms`). */
+  private nextClaimWaitMs: number;
   private readonly host = hostname();
   private readonly user = userName();
   /** Runs finished by this worker, by outcome (for tests and metrics). */
@@ -340,13 +341,28 @@ export class Worker {
   private batcher(verb: CompletionVerb): CompletionBatcher {
     return new CompletionBatcher(
       verb,
-      // A completion whose next claim waits is answered up to that wait later.
-      (v, body) => this.request(v, body, 10_000 + ((body as { next?: { wait_ms?: number } }).next?.wait_ms ?? 0)),
+      (v, body) => this.sendCompletion(v, body),
       // A completion's claim is not counted in `reserved`: with maxJobs the claim loop alone asks,
       // so the bound holds exactly.
       (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.nextClaimWaitMs } : {}) } : undefined),
       (attempt) => Math.min(2_000, 100 * 2 ** attempt),
     );
+  }
+
+  /** Sends a completion; one whose next claim waits is answered up to that wait later. */
+  private async sendCompletion<T>(verb: CompletionVerb, body: unknown): Promise<T> {
+    const next = (body as { next?: { wait_ms?: number } }).next;
+    try {
+      return await this.request<T>(verb, body, 10_000 + (next?.wait_ms ?? 0));
+    } catch (err) {
+      // A node older than `next.wait_ms` refuses the field (its schema is strict): send this
+      // completion, and every later one, with a next claim that does not wait.
+      if (next?.wait_ms === undefined || !(err instanceof DocketError) || err.code !== 'invalid_request' || !err.message.includes('next.wait_ms')) throw err;
+      this.nextClaimWaitMs = 0;
+      this.log.info('the node does not take a waiting next claim (next.wait_ms); completions carry one that does not wait');
+      const { wait_ms: _, ...plain } = next;
+      return this.request<T>(verb, { ...(body as Record<string, unknown>), next: plain }, 10_000);
+    }
   }
 
   /**
