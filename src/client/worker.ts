@@ -367,12 +367,12 @@ export class Worker {
 
   /**
    * Whether a completion freeing `slots` may carry a next claim that waits (`nextClaimWaitMs`, a
-   * short long poll whose reply is the completion's): when it would be this worker's only claim and every run in flight
-   * is in that completion. Then its next claim is parked at the queue as soon as the completion
-   * is committed, before a client that sees the completion can submit again (a long poll sent
-   * after the reply would race that submit, and lose about half the time: the job then waits
-   * for a commit of its own). Nothing else waits on that reply meanwhile: no other run can end,
-   * and the claim loop has no free slot to claim for.
+   * short long poll whose reply is the completion's): when it would be this worker's only claim
+   * and every run in flight is in that completion. Then its next claim is parked at the queue as
+   * soon as the completion is committed, before a client that sees the completion can submit
+   * again (a long poll sent after the reply races that submit, and lost 15-50% of the time: the
+   * job then waits for a commit of its own). Nothing else waits on that reply meanwhile: no
+   * other run can end, and the claim loop has no free slot to claim for.
    */
   private nextMayWait(slots: number): boolean {
     return this.nextClaimWaitMs > 0 && this.claimsInFlight === 0 && this.active.size === slots;
