@@ -4,8 +4,14 @@
  * whole and of the submit's round trip, and how many jobs were claimed in their submit's own
  * commit (a claim parked before the submit: the dispatcher's hand-off).
  *
- *   npx tsx bench/latency-probe.ts [jobs=300]
+ *   npx tsx bench/latency-probe.ts [jobs=300] [--node-process]
+ *
+ * --node-process: the node runs in its own process (`docket up`), as in `npm run bench`.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startDocketNode } from './lib/docket.js';
 import { connect } from '@nats-io/transport-node';
 import { Client } from '../src/client/client.js';
 import { Worker } from '../src/client/worker.js';
@@ -13,10 +19,11 @@ import { startNode } from '../src/node.js';
 import { queueLog } from '../test/support/docket.js';
 import { startNatsServer } from '../test/support/nats-server.js';
 
-const n = Number(process.argv[2] ?? 300);
+const n = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 300);
 const warmup = 20;
 const server = await startNatsServer();
-const node = await startNode({ servers: server.url, nodeName: 'latency-probe' });
+const dataDir = mkdtempSync(join(tmpdir(), 'latency-probe-'));
+const node = process.argv.includes('--node-process') ? await startDocketNode(server.url, dataDir, 'cli') : await startNode({ servers: server.url, nodeName: 'latency-probe' });
 const client = await Client.connect({ servers: server.url });
 const watcher = await Client.connect({ servers: server.url });
 const worker = new Worker({ servers: server.url, queue: 'lat', concurrency: 1, handler: async () => null });
@@ -67,4 +74,5 @@ await watcher.close();
 await nc.close();
 await node.close();
 await server.stop();
+rmSync(dataDir, { recursive: true, force: true });
 process.exit(0);

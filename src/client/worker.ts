@@ -20,6 +20,14 @@ import { isQueueName, NODE_NAME, subjects, type WorkVerb } from '../nats/subject
 /** Claims a worker keeps open at once. */
 const MAX_CLAIMS_IN_FLIGHT = 4;
 
+/**
+ * How long an idle worker's completion waits for the next job by default (`nextClaimWaitMs`):
+ * long enough for a client that saw the completion to submit again (well under a millisecond
+ * here, tens on a loaded machine), short enough that the completion's reply, held meanwhile,
+ * says "done" promptly (a run's `finished` log line, `counts`, `close()`).
+ */
+const NEXT_CLAIM_WAIT_MS = 20;
+
 /** A claimed job as the handler receives it (the claim reply's item). */
 export type WorkerJob = ClaimedJob;
 
@@ -67,6 +75,13 @@ export interface WorkerOptions {
   readonly leaseMs?: number;
   /** How long one claim waits for work. @defaultValue 2000 */
   readonly claimWaitMs?: number;
+  /**
+   * How long a completion's claim for the next job waits at the queue when this worker has
+   * nothing else to do (no other run, no claim out), the completion's reply waiting with it:
+   * the next job submitted meanwhile is handed over in its submit's own commit. At most
+   * `claimWaitMs`; 0 sends a long-poll claim after the reply instead. @defaultValue 20
+   */
+  readonly nextClaimWaitMs?: number;
   /** @defaultValue `<host>-<pid>-<random>` */
   readonly workerId?: string;
   /**
@@ -127,6 +142,8 @@ export class Worker {
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private claimWaitMs: number;
+  /** 0 once a node refused a waiting next claim (older than `next.wait_ms`). */
+  private nextClaimWaitMs: number;
   private readonly host = hostname();
   private readonly user = userName();
   readonly node: string;
@@ -162,6 +179,11 @@ export class Worker {
     if (!Number.isInteger(this.claimWaitMs) || this.claimWaitMs < 0 || this.claimWaitMs > Limits.MaxClaimWaitMs) {
       throw new InvalidRequestError(`claimWaitMs must be 0..${Limits.MaxClaimWaitMs}, got ${this.claimWaitMs}`);
     }
+    const nextClaimWaitMs = options.nextClaimWaitMs ?? NEXT_CLAIM_WAIT_MS;
+    if (!Number.isInteger(nextClaimWaitMs) || nextClaimWaitMs < 0 || nextClaimWaitMs > Limits.MaxClaimWaitMs) {
+      throw new InvalidRequestError(`nextClaimWaitMs must be 0..${Limits.MaxClaimWaitMs}, got ${nextClaimWaitMs}`);
+    }
+    this.nextClaimWaitMs = Math.min(nextClaimWaitMs, this.claimWaitMs);
     this.log = (options.logger ?? silentLogger).child({ component: 'worker', queue: options.queue, workerId: this.id });
   }
 
@@ -231,6 +253,9 @@ export class Worker {
       )
         .then(
           ({ jobs }) => {
+            // Answered: no longer in flight for the runs it starts (their completions ask whether
+            // any claim is out).
+            this.claimsInFlight -= 1;
             backoffMs = 100;
             if (this.claimsFailing) this.log.info('claims answered again');
             this.claimsFailing = false;
@@ -240,6 +265,7 @@ export class Worker {
             for (const job of jobs) this.run(job);
           },
           async (err: unknown) => {
+            this.claimsInFlight -= 1;
             this.reserved -= free;
             if (!this.running) return;
             if (!this.claimsFailing) this.log.warn({ reason: claimFailure(err) }, 'claims failing, retrying until they are answered');
@@ -251,10 +277,7 @@ export class Worker {
             this.claimBackoff = false;
           },
         )
-        .finally(() => {
-          this.claimsInFlight -= 1;
-          this.changed();
-        });
+        .finally(() => this.changed());
     }
     while (this.claimsInFlight > 0) await this.nextChange();
   }
@@ -336,12 +359,41 @@ export class Worker {
   private batcher(verb: CompletionVerb): CompletionBatcher {
     return new CompletionBatcher(
       verb,
-      (v, body) => this.request(v, body, 10_000),
+      (v, body) => this.sendCompletion(v, body),
       // A completion's claim is not counted in `reserved`: with maxJobs the claim loop alone asks,
       // so the bound holds exactly.
-      (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? this.claimFields(max) : undefined),
+      (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.nextClaimWaitMs } : {}) } : undefined),
       (attempt) => Math.min(2_000, 100 * 2 ** attempt),
     );
+  }
+
+  /** Sends a completion; one whose next claim waits is answered up to that wait later. */
+  private async sendCompletion<T>(verb: CompletionVerb, body: unknown): Promise<T> {
+    const next = (body as { next?: { wait_ms?: number } }).next;
+    try {
+      return await this.request<T>(verb, body, 10_000 + (next?.wait_ms ?? 0));
+    } catch (err) {
+      // A node older than `next.wait_ms` refuses the field (its schema is strict): send this
+      // completion, and every later one, with a next claim that does not wait.
+      if (next?.wait_ms === undefined || !(err instanceof DocketError) || err.code !== 'invalid_request' || !err.message.includes('next.wait_ms')) throw err;
+      this.nextClaimWaitMs = 0;
+      this.log.info('the node does not take a waiting next claim (next.wait_ms); completions carry one that does not wait');
+      const { wait_ms: _, ...plain } = next;
+      return this.request<T>(verb, { ...(body as Record<string, unknown>), next: plain }, 10_000);
+    }
+  }
+
+  /**
+   * Whether a completion freeing `slots` may carry a next claim that waits (`nextClaimWaitMs`, a
+   * short long poll whose reply is the completion's): when it would be this worker's only claim
+   * and every run in flight is in that completion. Then its next claim is parked at the queue as
+   * soon as the completion is committed, before a client that sees the completion can submit
+   * again (a long poll sent after the reply races that submit, and lost 15-50% of the time: the
+   * job then waits for a commit of its own). Nothing else waits on that reply meanwhile: no
+   * other run can end, and the claim loop has no free slot to claim for.
+   */
+  private nextMayWait(slots: number): boolean {
+    return this.nextClaimWaitMs > 0 && this.claimsInFlight === 0 && this.active.size === slots;
   }
 
   /** What every claim of this worker says: who asks, for how many, the lease and the run's meta. */

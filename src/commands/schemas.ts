@@ -168,14 +168,17 @@ export const heartbeatSchema = z
     progress: z.record(idToken, boundedJson(Limits.MaxProgressBytes)).optional(),
   })
   .strict();
-/**
- * A claim carried by a complete or fail (`next`): the worker's freed slot refilled in the same
- * round trip. It never waits (the completion's reply must not be held back); an empty answer
- * sends the worker back to its long-poll claim.
- */
 /** How long the handler ran (ms), as the worker measured it: seed 000's `duration`, recorded on the run. */
 const durationMs = z.number().int().min(0).optional();
-export const nextClaimSchema = claimSchema.omit({ wait_ms: true }).strict();
+/**
+ * A claim carried by a complete or fail (`next`): the worker's freed slot refilled in the same
+ * round trip, decided with the completion (one commit). Without `wait_ms` (or 0) it never waits:
+ * an empty answer sends the worker back to its long-poll claim. With `wait_ms`, a claim that
+ * found nothing is parked as a long poll once the completion is committed, and the reply waits
+ * for it: a worker with nothing else to do has its next claim waiting at the queue before anyone
+ * sees the completion (README "Workers").
+ */
+export const nextClaimSchema = claimSchema;
 export const completeSchema = z
   .object({ run_id: idToken, job_id: idToken, result: boundedJson(Limits.MaxResultBytes).optional(), exit_code: z.number().int().optional(), duration_ms: durationMs, next: nextClaimSchema.optional() })
   .strict();

@@ -138,7 +138,16 @@ export class QueueDispatcher {
       const waiter: Waiter = { request, resolve, deadline: Date.now() + (request.wait_ms ?? 0), timer: undefined };
       this.waiters.push(waiter);
       this.pump();
-      if (this.waiters.includes(waiter)) this.armWaiter(waiter);
+      const parked = this.waiters.indexOf(waiter);
+      if (parked < 0) return;
+      if ((request.wait_ms ?? 0) > 0) {
+        this.armWaiter(waiter);
+        return;
+      }
+      // A claim that does not wait is answered now: a zero-delay timer would hold its reply (and
+      // a completion carrying it) for a turn of the timers, a millisecond or more.
+      this.waiters.splice(parked, 1);
+      resolve([]);
     });
   }
 

@@ -47,10 +47,16 @@ function badWorkSubject(subject: string): InvalidRequestError {
   return new InvalidRequestError(`unknown work verb ${excerpt(verb)}; verbs: ${WORK_VERBS.join(', ')}`);
 }
 
-/** How long a forwarded request may take at the leader: a claim's own wait, as the leader will bound it. */
-function forwardWaitMs(body: unknown): number {
+/** A request's `wait_ms` as the leader will bound it; 0 when it has none. */
+function boundedWaitMs(body: unknown): number {
   const waitMs = body !== null && typeof body === 'object' ? (body as { wait_ms?: unknown }).wait_ms : undefined;
   return typeof waitMs === 'number' && Number.isFinite(waitMs) ? Math.min(Math.max(0, waitMs), Limits.MaxClaimWaitMs) : 0;
+}
+
+/** How long a forwarded request may take at the leader: a claim's own wait, or a completion's next claim's. */
+function forwardWaitMs(body: unknown): number {
+  const next = body !== null && typeof body === 'object' ? (body as { next?: unknown }).next : undefined;
+  return Math.max(boundedWaitMs(body), boundedWaitMs(next));
 }
 
 /** Validates a work request's body for its verb (the leader validates again as it decides). */
@@ -194,7 +200,7 @@ export class WorkService {
           // Decided together, the runs' ends and the claim for the slots they free join one
           // commit (a refused end frees its worker's slot all the same); each run is answered
           // on its own.
-          const [runs, next] = await Promise.all([
+          const [runs, claimed] = await Promise.all([
             Promise.all(
               request.runs.map((item) =>
                 endRun(this.ctx, queue, item).then(
@@ -205,6 +211,9 @@ export class WorkService {
             ),
             this.claimNext(queue, request.next),
           ]);
+          // A waiting next claim parks only when every run was taken: a run answered with an
+          // error is sent again, and its resend carries the claim.
+          const next = runs.every((run) => run.ok) ? await this.waitForNext(queue, request.next, claimed) : claimed;
           return { runs, ...next };
         }
         const request = validate(verb === 'complete' ? completeSchema : failSchema, body);
@@ -216,7 +225,7 @@ export class WorkService {
         const finishing = endRun(this.ctx, queue, request, accepted);
         const next = Promise.race([decided, finishing.then(() => true, () => false)]).then((ok) => (ok ? this.claimNext(queue, request.next) : {}));
         const done = await finishing;
-        return { ...done, ...(await next) };
+        return { ...done, ...(await this.waitForNext(queue, request.next, await next)) };
       }
       default: {
         const unhandled: never = verb;
@@ -233,6 +242,20 @@ export class WorkService {
     if (next === undefined) return {};
     const dispatcher = this.dispatcherFor(queue);
     return { jobs: dispatcher ? await dispatcher.claim({ ...next, wait_ms: 0 }) : [] };
+  }
+
+  /**
+   * A next claim with `wait_ms` that found nothing: parked as a long poll now that its completion
+   * is committed (never before: a completion whose commit fails is answered with its error at
+   * once, and must leave no claim behind to take a job nobody is told of). It is parked in the
+   * same turn as the commit's acknowledgement, before the commit's live events go out, so a
+   * submit sent by someone who saw the completion finds it waiting and hands it the job in the
+   * submit's own commit.
+   */
+  private async waitForNext(queue: string, next: NextClaimCommand | undefined, claimed: { jobs?: ClaimedJob[] }): Promise<{ jobs?: ClaimedJob[] }> {
+    if (next === undefined || (next.wait_ms ?? 0) === 0 || claimed.jobs === undefined || claimed.jobs.length > 0) return claimed;
+    const dispatcher = this.dispatcherFor(queue);
+    return dispatcher ? { jobs: await dispatcher.claim(next) } : claimed;
   }
 
   private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {

@@ -21,6 +21,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { Client } from '../../src/client/client.js';
+import type { ClaimedJob } from '../../src/commands/schemas.js';
 import { ManualClock, toIso } from '../../src/clock.js';
 import { envelope, transitionJob } from '../../src/commands/handle-command.js';
 import { retryJobId } from '../../src/ids.js';
@@ -40,6 +41,7 @@ import {
   heartbeat,
   leadNow,
   nextEvent,
+  parkedClaims,
   timed,
   untilJob,
   untilParked,
@@ -542,19 +544,90 @@ describe('a completion carrying the next claim', () => {
     expect(await complete(nc, queue, job!)).toEqual({ ok: true, job_id: plain, status: 'succeeded' });
   });
 
-  test('a refused completion claims nothing; next with wait_ms is invalid_request; both append nothing', async ({ task }) => {
+  test('a refused completion claims nothing, and parks no waiting claim; next with a wait_ms out of range is invalid_request; both append nothing', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     await submit(queue);
     const waiting = await submit(queue);
     const [job] = await claim(nc, queue);
     const before = await streamMessages(jsm);
     expect(await refusal(work(nc, queue, 'complete', { job_id: job!.job_id, run_id: 'not-the-run', next: { worker: 'w' } }))).toBe('stale_run');
-    expect(await refusal(work(nc, queue, 'complete', { job_id: job!.job_id, run_id: job!.run_id, next: { worker: 'w', wait_ms: 100 } }))).toBe('invalid_request');
+    expect(await refusal(work(nc, queue, 'complete', { job_id: job!.job_id, run_id: 'not-the-run', next: { worker: 'w', wait_ms: 20_000 } }))).toBe('stale_run');
+    expect(parkedClaims(node, queue)).toBe(0);
+    expect(await refusal(work(nc, queue, 'complete', { job_id: job!.job_id, run_id: job!.run_id, next: { worker: 'w', wait_ms: -1 } }))).toBe('invalid_request');
+    expect(await refusal(work(nc, queue, 'complete', { job_id: job!.job_id, run_id: job!.run_id, next: { worker: 'w', wait_ms: 600_000 } }))).toBe('invalid_request');
     expect(await streamMessages(jsm)).toBe(before);
     expect((await client.get(waiting)).job.status).toBe('queued');
     await completeAll(queue, [job!]);
     const [rest] = await claim(nc, queue);
     await completeAll(queue, [rest!]);
+  });
+});
+
+describe('a completion whose next claim waits (next.wait_ms)', () => {
+  test('parked once the completion is committed; a job submitted then is claimed in its submit\'s own commit and comes back in the completion\'s reply', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const first = await submit(queue);
+    const [job] = await claim(nc, queue);
+    const reply = work<{ job_id: string; status: string; jobs: ClaimedJob[] }>(nc, queue, 'complete', {
+      job_id: job!.job_id,
+      run_id: job!.run_id,
+      result: { n: 1 },
+      next: { worker: 'waiting-next', wait_ms: 20_000, lease_ms: 7_000 },
+    });
+    // Nothing is ready: the claim parks, and the completion is committed before its reply (which waits).
+    await untilParked(node, queue, 1);
+    expect((await client.get(first)).job.status).toBe('succeeded');
+    const second = await submit(queue);
+    const done = await reply;
+    expect(done).toMatchObject({ ok: true, job_id: first, status: 'succeeded', jobs: [{ job_id: second, lease_ms: 7_000 }] });
+    const taken = (done as { jobs: ClaimedJob[] }).jobs[0]!;
+    const log = await queueLog(nc, queue);
+    const submitted = log.find((e) => e.jobId === second && e.type === 'job.submitted')!;
+    const claimed = log.find((e) => e.jobId === second && e.type === 'job.claimed')!;
+    const succeeded = log.find((e) => e.jobId === first && e.type === 'job.succeeded')!;
+    // The claim joined the submit's commit (the hand-off), a later one than the completion's.
+    expect(claimed.seq).toBe(submitted.seq);
+    expect(claimed.seq).toBeGreaterThan(succeeded.seq);
+    expect(taken.fencing_token).toBe(positionOf(claimed.seq, claimed.index));
+    expect(claimed.data).toMatchObject({ worker: 'waiting-next', run_id: taken.run_id, lease_ms: 7_000 });
+    await completeAll(queue, [taken]);
+  });
+
+  test('a job ready at the completion is taken in the completion\'s commit, without waiting; with nothing coming the reply waits wait_ms and has no jobs', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    await submit(queue);
+    const queued = await submit(queue);
+    const [job] = await claim(nc, queue);
+    const { value: done, ms } = await timed(work<{ jobs: ClaimedJob[] }>(nc, queue, 'complete', { job_id: job!.job_id, run_id: job!.run_id, next: { worker: 'w', wait_ms: 20_000 } }));
+    expect(done).toMatchObject({ ok: true, status: 'succeeded', jobs: [{ job_id: queued }] });
+    expect(ms).toBeLessThan(5_000);
+    const log = await queueLog(nc, queue);
+    expect(log.find((e) => e.jobId === queued && e.type === 'job.claimed')!.seq).toBe(log.find((e) => e.jobId === job!.job_id && e.type === 'job.succeeded')!.seq);
+    const next = (done as { jobs: ClaimedJob[] }).jobs[0]!;
+    const waited = await timed(work<{ jobs: ClaimedJob[] }>(nc, queue, 'fail', { job_id: next.job_id, run_id: next.run_id, error: { message: 'boom' }, next: { worker: 'w', wait_ms: 300 } }));
+    expect(waited.value).toMatchObject({ ok: true, status: 'failed', jobs: [] });
+    expect(waited.ms).toBeGreaterThanOrEqual(250);
+    expect(parkedClaims(node, queue)).toBe(0);
+  });
+
+  test('a batch completion\'s waiting next claim is parked for the slots it frees and answered with the runs', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    await submit(queue);
+    await submit(queue);
+    const jobs = await claim(nc, queue, { max: 2 });
+    expect(jobs).toHaveLength(2);
+    const reply = work<{ runs: { ok: boolean; status: string }[]; jobs: ClaimedJob[] }>(nc, queue, 'complete', {
+      runs: jobs.map((j) => ({ job_id: j.job_id, run_id: j.run_id })),
+      next: { worker: 'w', max: 2, wait_ms: 20_000 },
+    });
+    await untilParked(node, queue, 1);
+    const { jobs: submitted } = await client.submitBatch([{ queue }, { queue }, { queue }]);
+    const done = await reply;
+    expect(done).toMatchObject({ ok: true, runs: [{ ok: true, status: 'succeeded' }, { ok: true, status: 'succeeded' }] });
+    const taken = (done as { jobs: ClaimedJob[] }).jobs;
+    expect(taken.map((j) => j.job_id)).toEqual(submitted.slice(0, 2).map((j) => (j.ok ? j.job_id : '')));
+    const [rest] = await claim(nc, queue);
+    await completeAll(queue, [...taken, rest!]);
   });
 });
 

@@ -350,6 +350,81 @@ describe('Worker', () => {
     expect(log.filter((e) => e.type === 'job.claimed')).toHaveLength(40);
   });
 
+  test('concurrency 1, each job submitted once the previous one is seen completed: every job is claimed in its submit\'s commit, by the completion\'s waiting next claim', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    let claims = 0;
+    const sub = nc.subscribe(subjects.work(queue, 'claim'), { callback: () => void (claims += 1) });
+    await nc.flush();
+    const abort = new AbortController();
+    const live = client.live({ queue, types: ['job.succeeded'], signal: abort.signal });
+    await live.ready;
+    const completions = live[Symbol.asyncIterator]();
+    // A long wait for the next job (the default is 20 ms), so that a slow turn of this loaded
+    // test machine between a completion and the next submit cannot make the check flaky.
+    await startWorker(queue, () => null, { claimWaitMs: 2_000, nextClaimWaitMs: 2_000 });
+    await untilParked(node, queue, 1);
+    const ids: string[] = [];
+    try {
+      for (let i = 0; i < 20; i++) {
+        const { job_id } = await client.submit({ queue, params: { i } });
+        ids.push(job_id);
+        // The latency loop: the next submit goes once this job's completion is seen.
+        for (;;) {
+          const seen = await completions.next();
+          if (seen.done || seen.value.aggregate.id === job_id) break;
+        }
+      }
+    } finally {
+      abort.abort();
+      sub.unsubscribe();
+    }
+    const log = await queueLog(nc, queue);
+    const commitOf = (jobId: string, type: string) => log.find((e) => e.jobId === jobId && e.type === type)?.seq;
+    // The completion's next claim was parked before its live event went out, so the submit that
+    // followed found it waiting: no job waited for a commit of its own claim.
+    expect(ids.filter((id) => commitOf(id, 'job.claimed') !== commitOf(id, 'job.submitted'))).toEqual([]);
+    // Only the first claim was the worker's own long poll; every later job came with a completion's reply.
+    expect(claims).toBe(1);
+  });
+
+  test('against a node older than next.wait_ms (refusing the field), a completion is sent again with a next claim that does not wait', async () => {
+    // A stand-in for the old node on a server of its own: it refuses next.wait_ms as that node's
+    // strict schema did, and hands out one job.
+    const own = await startNatsServer();
+    const standIn = await connect({ servers: own.url, name: 'old-node-stand-in' });
+    const queue = 'old-node';
+    const completions: Record<string, unknown>[] = [];
+    let handedOut = false;
+    standIn.subscribe(subjects.work(queue, 'claim'), {
+      callback: (_err, msg) => {
+        const jobs = handedOut ? [] : [{ job_id: 'j1', run_id: 'r1', queue, key: null, params: {}, attempt: 1, max_attempts: 1, lease_ms: 30_000, fencing_token: 1 }];
+        handedOut = true;
+        if (jobs.length > 0) msg.respond(JSON.stringify({ ok: true, jobs }));
+        else setTimeout(() => msg.respond(JSON.stringify({ ok: true, jobs })), 100);
+      },
+    });
+    standIn.subscribe(subjects.work(queue, 'complete'), {
+      callback: (_err, msg) => {
+        const body = msg.json<Record<string, unknown> & { next?: Record<string, unknown> }>();
+        completions.push(body);
+        if (body.next !== undefined && 'wait_ms' in body.next) msg.respond(JSON.stringify({ ok: false, error: { code: 'invalid_request', message: 'unknown field next.wait_ms' } }));
+        else msg.respond(JSON.stringify({ ok: true, job_id: body['job_id'], status: 'succeeded', jobs: [] }));
+      },
+    });
+    await standIn.flush();
+    const w = new DocketWorker({ servers: own.url, queue, handler: () => null, claimWaitMs: 500 });
+    try {
+      await w.start();
+      await eventually(() => w.counts.succeeded === 1, 'the completion taken');
+      expect(w.counts.lost).toBe(0);
+      expect(completions.map((c) => c.next !== undefined && 'wait_ms' in (c.next as object))).toEqual([true, false]);
+    } finally {
+      await w.close();
+      await standIn.drain();
+      await own.stop();
+    }
+  });
+
   test('a Worker with more concurrency than one claim may ask for still gets jobs', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const w = await startWorker(queue, () => 'ran', { concurrency: 5_000 });
