@@ -17,7 +17,7 @@ import type { FieldPacket, TypeCastField, TypeCastNext } from 'mysql2';
 import { InvalidRequestError } from '../errors.js';
 import { DatabaseSchemes, databaseUrlProblem, type SqlSourceSpec } from '../commands/jobset-schemas.js';
 import { JobSetDefaults } from '../commands/limits.js';
-import { decimalFromText, integerFromText, timestampFromText, toKey, type Key } from './key.js';
+import { ColumnKeys, decimalFromText, integerFromText, timestampFromText, toKey, type Key } from './key.js';
 import { BATCH_KEYS, type KeySourceOptions, type RawKeySource } from './source.js';
 
 export interface SqlSourceOptions extends KeySourceOptions {
@@ -130,21 +130,33 @@ async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, des
     await client.query('BEGIN READ ONLY');
     await client.query(`DECLARE docket_keys NO SCROLL CURSOR FOR ${statementOf(spec.sql)}`);
     const fetchNext = () => {
-      const fetching = client.query<Record<string, unknown>>(`FETCH ${batch} FROM docket_keys`);
+      // Rows as arrays: pg builds no object per row, and the columns are matched to the key's
+      // attributes once (ColumnKeys) rather than per row.
+      const fetching = client.query<unknown[]>({ text: `FETCH ${batch} FROM docket_keys`, rowMode: 'array' });
       // Awaited below, unless the reader stops first (then the client's end rejects it).
       fetching.catch(() => undefined);
       return fetching;
     };
     let row = 0;
+    let columns: ColumnKeys | undefined;
     let fetching = fetchNext();
     for (;;) {
       const result = await fetching;
       const more = result.rows.length === batch;
       // The server fills the next batch while this one becomes keys and the reader takes it.
       if (more) fetching = fetchNext();
-      const first = row;
-      row += result.rows.length;
-      if (result.rows.length > 0) yield result.rows.map((r, i) => toKey(r, `${description} row ${first + i + 1}`, { attributes: options.attributes }));
+      if (result.rows.length > 0) {
+        columns ??= new ColumnKeys(
+          result.fields.map((f) => f.name),
+          description,
+          row + 1,
+          { attributes: options.attributes },
+        );
+        const keys = new Array<Key>(result.rows.length);
+        for (let i = 0; i < keys.length; i++) keys[i] = columns.keyOf(result.rows[i]!, row + i + 1);
+        row += keys.length;
+        yield keys;
+      }
       if (!more) break;
     }
     await client.query('COMMIT');
