@@ -6,7 +6,10 @@
  *   environment variable it is read from, on whichever node reads the source.
  * - The query runs in a READ ONLY transaction: a key source can read, never write.
  * - Rows stream: PostgreSQL through a server-side cursor fetched in batches, MariaDB/MySQL as
- *   a row stream, so a million keys never sit in the driver as one result.
+ *   a row stream, so a million keys never sit in the driver as one result. PostgreSQL's rows
+ *   come as arrays and become keys through key.ts ColumnKeys (the columns matched to the key's
+ *   attributes once per result); MariaDB's come as objects, each made a key by toKey: the same
+ *   keys either way (test/jobsets/sql-source.int.test.ts compares them).
  * - Values are converted by column type, as text where the drivers would lose or reinterpret
  *   them (int8/BIGINT beyond 2^53, DECIMAL, DATE as local midnight, zone-less timestamps as
  *   local time), then normalised by key.ts: the same row gives the same key from either database.
@@ -152,12 +155,7 @@ async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, des
       // The server fills the next batch while this one becomes keys and the reader takes it.
       if (more) fetching = fetchNext();
       if (result.rows.length > 0) {
-        columns ??= new ColumnKeys(
-          result.fields.map((f) => f.name),
-          description,
-          row + 1,
-          { attributes: options.attributes },
-        );
+        columns ??= new ColumnKeys(result.fields.map((f) => f.name), description, row + 1, { attributes: options.attributes });
         const keys = new Array<Key>(result.rows.length);
         for (let i = 0; i < keys.length; i++) keys[i] = columns.keyOf(result.rows[i]!, row + i + 1);
         row += keys.length;

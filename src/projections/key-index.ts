@@ -7,7 +7,9 @@
  *
  * A queue's keys are numbered in the order they were first seen (their slot); an entry is never
  * dropped, so a slot names the same key for the node's lifetime. A refresh looks its source's
- * keys up once while it reads them and plans on the slots (src/jobsets/plan.ts KeyedJobs).
+ * keys up once while it reads them and plans on the slots (src/jobsets/plan.ts KeyedJobs): by
+ * their values (src/jobsets/key-table.ts, which holds each slot's first key object), so a key
+ * that has a job needs no identity string built.
  */
 import { isLiveStatus } from '../../machines/index.js';
 import { keyIdentity } from '../jobsets/key.js';
