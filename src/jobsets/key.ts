@@ -33,7 +33,14 @@ export type KeyOrigin = string;
 /** Object fields that would reach a prototype (JSON.parse makes `__proto__` an own key). */
 const RESERVED = new Set(['__proto__', 'constructor', 'prototype']);
 
-function refuse(origin: KeyOrigin, message: string): never {
+/**
+ * The origin, or a function that tells it: a source of a million rows names the row only when
+ * one is refused, rather than building a million origin strings.
+ */
+export type KeyOriginOf = KeyOrigin | (() => KeyOrigin);
+
+function refuse(originOf: KeyOriginOf, message: string): never {
+  const origin = typeof originOf === 'function' ? originOf() : originOf;
   throw new InvalidRequestError(`key source ${origin}: ${message}`, { details: { source: origin } });
 }
 
@@ -82,13 +89,13 @@ function fractionDigits(fraction: string): string {
 }
 
 /** A Date as the normalised timestamp text (milliseconds: all a Date holds). */
-export function timestampFromDate(date: Date, origin: KeyOrigin, attribute: string): string {
+export function timestampFromDate(date: Date, origin: KeyOriginOf, attribute: string): string {
   if (Number.isNaN(date.getTime())) refuse(origin, `attribute ${excerpt(attribute)} is an invalid date`);
   return date.toISOString();
 }
 
 /** One attribute's value, normalised (see the table above). */
-export function normaliseValue(value: unknown, origin: KeyOrigin, attribute: string): KeyValue {
+export function normaliseValue(value: unknown, origin: KeyOriginOf, attribute: string): KeyValue {
   switch (typeof value) {
     case 'string':
       return value;
@@ -125,24 +132,87 @@ export interface ToKeyOptions {
  * that is not an object, an attribute that is not a scalar, a missing declared attribute, an
  * empty key, or one over Limits.MaxKeyBytes of JSON.
  */
-export function toKey(row: unknown, origin: KeyOrigin, options: ToKeyOptions = {}): Key {
+export function toKey(row: unknown, origin: KeyOriginOf, options: ToKeyOptions = {}): Key {
   if (row === null || typeof row !== 'object' || Array.isArray(row)) refuse(origin, 'a key must be a JSON object of attributes');
   const source = row as Record<string, unknown>;
   const names = options.attributes ?? Object.keys(source);
   if (names.length === 0) refuse(origin, 'a key must have at least one attribute');
   // A plain object is safe to fill: the names that would reach its prototype are refused first.
   const key: Record<string, KeyValue> = {};
-  // An upper bound on the key's JSON length (UTF-16 units): braces, and per attribute its quoted
-  // name (a character escapes to at most 6), colon and comma, and its value (a number's text is
-  // at most 24 characters).
-  let bound = 2;
+  let bound = BRACES_BOUND;
   for (const name of names) {
     if (RESERVED.has(name)) refuse(origin, `attribute name ${excerpt(name)} is not allowed`);
     if (!Object.hasOwn(source, name)) refuse(origin, `the key lacks the attribute ${excerpt(name)} the job set declares`);
     const value = normaliseValue(source[name], origin, name);
     key[name] = value;
-    bound += name.length * 6 + 4 + (typeof value === 'string' ? value.length * 6 + 2 : 24);
+    bound += nameBound(name) + valueBound(value);
   }
+  return withinSize(key, bound, origin);
+}
+
+/**
+ * Rows as arrays of column values (a driver's array row mode) as keys: the same keys toKey makes
+ * of the same rows as objects (`{column: value}`, a repeated column name taking its last value),
+ * with what depends only on the columns done once per result rather than once per row: which
+ * column each attribute takes, the refusal of reserved and missing names, and the names' share
+ * of the size bound. A row is named in a refusal only then: `${description} row ${n}`.
+ */
+export class ColumnKeys {
+  /** The key's attributes, in the order toKey gives them. */
+  private readonly names: readonly string[];
+  /** Per attribute, the column it takes its value from. */
+  private readonly columnOf: readonly number[];
+  private readonly namesBound: number;
+  /** The row being made a key: the origin a refusal names. */
+  private row = 0;
+  private readonly origin = (): KeyOrigin => `${this.description} row ${this.row}`;
+
+  /** Refuses, naming row `firstRow`, columns no key can be made of (make it when the first row arrives). */
+  constructor(columns: readonly string[], private readonly description: string, firstRow: number, options: ToKeyOptions = {}) {
+    this.row = firstRow;
+    // The object toKey would be given: its own names, in JavaScript's order (integer-like names
+    // first), each with its last column.
+    const lastColumn: Record<string, number> = Object.create(null) as Record<string, number>;
+    columns.forEach((column, i) => {
+      lastColumn[column] = i;
+    });
+    const names = options.attributes ?? Object.keys(lastColumn);
+    if (names.length === 0) refuse(this.origin, 'a key must have at least one attribute');
+    let bound = BRACES_BOUND;
+    for (const name of names) {
+      if (RESERVED.has(name)) refuse(this.origin, `attribute name ${excerpt(name)} is not allowed`);
+      if (!Object.hasOwn(lastColumn, name)) refuse(this.origin, `the key lacks the attribute ${excerpt(name)} the job set declares`);
+      bound += nameBound(name);
+    }
+    this.names = names;
+    this.columnOf = names.map((name) => lastColumn[name]!);
+    this.namesBound = bound;
+  }
+
+  /** Row number `row` (from 1), its values in column order, as a key. */
+  keyOf(values: readonly unknown[], row: number): Key {
+    this.row = row;
+    const { names, columnOf } = this;
+    const key: Record<string, KeyValue> = {};
+    let bound = this.namesBound;
+    for (let i = 0; i < names.length; i++) {
+      const value = normaliseValue(values[columnOf[i]!], this.origin, names[i]!);
+      key[names[i]!] = value;
+      bound += valueBound(value);
+    }
+    return withinSize(key, bound, this.origin);
+  }
+}
+
+// An upper bound on a key's JSON length (UTF-16 units): braces, and per attribute its quoted
+// name (a character escapes to at most 6), colon and comma, and its value (a number's text is at
+// most 24 characters).
+const BRACES_BOUND = 2;
+const nameBound = (name: string) => name.length * 6 + 4;
+const valueBound = (value: KeyValue) => (typeof value === 'string' ? value.length * 6 + 2 : 24);
+
+/** The key, unless its JSON is over Limits.MaxKeyBytes (refused); `bound` is its length's upper bound. */
+function withinSize(key: Key, bound: number, origin: KeyOriginOf): Key {
   // A UTF-16 unit is at most 3 bytes of UTF-8, so a key whose bound fits needs no JSON at all
   // (a million-key source would otherwise stringify each key once more).
   if (bound * 3 <= Limits.MaxKeyBytes) return key;

@@ -45,6 +45,12 @@ export function indexedJobs(keys: QueueKeys, recordOf: (jobId: string) => (Plann
       return keys.bySlot.length;
     },
     slotOf: (identity) => keys.byIdentity.get(identity)?.slot ?? -1,
+    slotOfKey: (key) => keys.byValue.slotOf(key),
+    keyAt: (slot) => {
+      const key = keys.byValue.keyAt(slot);
+      if (key === undefined) throw new Error(`indexedJobs: slot ${slot} holds no flat key`);
+      return key as Key;
+    },
     identityAt: (slot) => keys.bySlot[slot]!.identity,
     holds: (slot) => keys.bySlot[slot]!.present.length > 0,
     jobsAt: (slot) => {

@@ -101,6 +101,13 @@ export interface KeyedJobs {
   readonly slotCount: number;
   /** The key's slot, or -1 when no job ever held it. */
   slotOf(identity: string): number;
+  /**
+   * The same for a normalised key (key.ts), without building its identity: what a refresh asks
+   * for every source key (src/jobsets/key-table.ts).
+   */
+  slotOfKey(key: Key): number;
+  /** The key of a slot slotOfKey answered (an equal key: the one its first job was submitted with). */
+  keyAt(slot: number): Key;
   identityAt(slot: number): string;
   /** Whether the slot's key holds a job in the views (any status). */
   holds(slot: number): boolean;
@@ -112,6 +119,7 @@ export interface KeyedJobs {
 export function keyedJobsOf(jobs: Iterable<PlanJob>): KeyedJobs {
   const slots = new Map<string, number>();
   const identities: string[] = [];
+  const keys: (Key | string)[] = [];
   const held: OrderedPlanJob[][] = [];
   let order = 0;
   for (const job of jobs) {
@@ -121,6 +129,7 @@ export function keyedJobsOf(jobs: Iterable<PlanJob>): KeyedJobs {
       slot = identities.length;
       slots.set(identity, slot);
       identities.push(identity);
+      keys.push(job.key);
       held.push([]);
     }
     held[slot]!.push({ job, order: order++ });
@@ -128,6 +137,9 @@ export function keyedJobsOf(jobs: Iterable<PlanJob>): KeyedJobs {
   return {
     slotCount: identities.length,
     slotOf: (identity) => slots.get(identity) ?? -1,
+    slotOfKey: (key) => slots.get(identityOf(key)) ?? -1,
+    // A slot found by a key's identity holds an object key (a string's identity is no object's).
+    keyAt: (slot) => keys[slot] as Key,
     identityAt: (slot) => identities[slot]!,
     holds: (slot) => held[slot]!.length > 0,
     jobsAt: (slot) => held[slot]!,
@@ -137,15 +149,18 @@ export function keyedJobsOf(jobs: Iterable<PlanJob>): KeyedJobs {
 /**
  * A source's distinct keys (first occurrence wins: a source may repeat a row), in source order,
  * each looked up in the job view as it arrives: `add` takes the source's batches while it is
- * still being read, so identities and lookups overlap the read. A key that had no slot when
- * read is looked up again when planned (a job may have been created for it meanwhile).
+ * still being read, so lookups overlap the read. A key found in the view is kept as its slot
+ * alone (the view holds an equal key: KeyedJobs.keyAt), so a refresh that adds nothing keeps no
+ * source key past its batch; a key read without a slot is kept with its identity, and looked up
+ * again when planned (a job may have been created for it meanwhile).
  */
 export class SourceKeys {
-  readonly keys: Key[] = [];
-  /** Each key's slot when it was read, -1 for none. */
-  readonly slots: number[] = [];
-  /** The identity of each key read without a slot (undefined for the others: the view has it). */
-  readonly identities: (string | undefined)[] = [];
+  /** Per distinct key, in source order: its slot (≥ 0), or -1 - i for the i-th key read without one. */
+  private entries = new Int32Array(1024);
+  private count = 0;
+  /** The keys read without a slot, and their identities. */
+  private readonly newKeys: Key[] = [];
+  private readonly newIdentities: string[] = [];
   private seenSlots = new Uint8Array(1024);
   private readonly seenIdentities = new Set<string>();
   /** The view's slot count before the first key was read: while it is unchanged, a key read without a slot still has none. */
@@ -161,32 +176,62 @@ export class SourceKeys {
     return source;
   }
 
+  /** How many distinct keys were read. */
+  get length(): number {
+    return this.count;
+  }
+
+  /** The `index`-th key's slot when it was read (-1: none). */
+  slotAt(index: number): number {
+    const entry = this.entries[index]!;
+    return entry >= 0 ? entry : -1;
+  }
+
+  /** The `index`-th key (read without a slot: as read; else the view's equal key). */
+  keyAt(index: number): Key {
+    const entry = this.entries[index]!;
+    return entry >= 0 ? this.jobs.keyAt(entry) : this.newKeys[-1 - entry]!;
+  }
+
+  /** The `index`-th key's identity when it was read without a slot (else the view has it). */
+  identityAt(index: number): string | undefined {
+    const entry = this.entries[index]!;
+    return entry >= 0 ? undefined : this.newIdentities[-1 - entry];
+  }
+
   add(batch: readonly Key[]): void {
     for (const key of batch) {
-      const identity = identityOf(key);
-      const slot = this.jobs.slotOf(identity);
+      // A key that has a job is found by its values; only a new one's identity is built.
+      const slot = this.jobs.slotOfKey(key);
       if (slot >= 0) {
-        if (slot >= this.seenSlots.length) this.growTo(slot);
+        if (slot >= this.seenSlots.length) this.seenSlots = grown(this.seenSlots, slot);
         if (this.seenSlots[slot] === 1) continue;
         this.seenSlots[slot] = 1;
-        this.identities.push(undefined);
+        this.push(slot);
       } else {
+        const identity = identityOf(key);
         if (this.seenIdentities.has(identity)) continue;
         this.seenIdentities.add(identity);
-        this.identities.push(identity);
+        this.push(-1 - this.newKeys.length);
+        this.newKeys.push(key);
+        this.newIdentities.push(identity);
       }
-      this.keys.push(key);
-      this.slots.push(slot);
     }
   }
 
-  private growTo(slot: number): void {
-    let length = this.seenSlots.length;
-    while (length <= slot) length *= 2;
-    const grown = new Uint8Array(length);
-    grown.set(this.seenSlots);
-    this.seenSlots = grown;
+  private push(entry: number): void {
+    if (this.count === this.entries.length) this.entries = grown(this.entries, this.count);
+    this.entries[this.count++] = entry;
   }
+}
+
+/** A copy of `array` long enough to hold index `at` (doubling). */
+function grown<T extends Int32Array | Uint8Array>(array: T, at: number): T {
+  let length = array.length;
+  while (length <= at) length *= 2;
+  const copy = new (array.constructor as new (length: number) => T)(length);
+  copy.set(array);
+  return copy;
 }
 
 export interface RefreshPlanInput {
@@ -298,29 +343,36 @@ export function planRefresh(input: RefreshPlanInput): RefreshPlan {
   if (source.jobs !== jobs) throw new Error('planRefresh: the source keys were looked up in another job view');
   const target = new TargetIndex(input.target === undefined ? [] : [...input.target]);
   const slotCount = jobs.slotCount;
-  // The source's key of each slot (first occurrence): stale and orphan ask "is this job's key
-  // still in the source" by slot, without a set of every source identity.
-  const sourceAt: (Key | undefined)[] = new Array<Key | undefined>(slotCount);
+  // Which slots' keys are in the source (first occurrence): stale and orphan ask "is this job's
+  // key still in the source" by slot, without a set of every source identity.
+  const inSource = new Uint8Array(slotCount);
+  // The source's key of a slot that a key read without one has now (rare: a job created for it
+  // while the source was read); the others' keys are the view's (jobs.keyAt).
+  const lateKeys = new Map<number, Key>();
+  const sourceKeyAt = (slot: number) => lateKeys.get(slot) ?? jobs.keyAt(slot);
   // No key got its first job since the source began to be read: the keys read without a slot still have none.
   const lookAgain = slotCount !== source.slotCountBefore;
 
   const adds: PlanAction[] = [];
   const rePends: PlanAction[] = [];
-  for (let s = 0; s < source.keys.length; s++) {
-    const key = source.keys[s]!;
-    let slot = source.slots[s]!;
-    let identity = source.identities[s];
-    if (slot < 0 && lookAgain) slot = jobs.slotOf(identity!);
+  for (let s = 0; s < source.length; s++) {
+    let slot = source.slotAt(s);
+    let identity = source.identityAt(s);
+    if (slot < 0 && lookAgain) {
+      slot = jobs.slotOf(identity!);
+      if (slot >= 0 && inSource[slot] === 0) lateKeys.set(slot, source.keyAt(s));
+    }
     if (slot >= 0) {
       // A key read without a slot that has one now may repeat one read with it.
-      if (sourceAt[slot] !== undefined) continue;
-      sourceAt[slot] = key;
+      if (inSource[slot] === 1) continue;
+      inSource[slot] = 1;
     }
-    if (input.restrict !== undefined && !matchesRestriction(key, input.restrict)) continue;
     const hasJob = slot >= 0 && jobs.holds(slot);
-    // With every key holding a job and no keep_completed (a refresh that adds nothing), the
-    // target need not be asked.
+    // With every key holding a job and no keep_completed (a refresh that adds nothing), neither
+    // the restriction nor the target need be asked.
     if (hasJob && !settings.keepCompleted) continue;
+    const key = slot >= 0 ? sourceKeyAt(slot) : source.keyAt(s);
+    if (input.restrict !== undefined && !matchesRestriction(key, input.restrict)) continue;
     identity ??= jobs.identityAt(slot);
     if (target.has(key, identity)) continue;
     if (!hasJob) {
@@ -342,7 +394,7 @@ export function planRefresh(input: RefreshPlanInput): RefreshPlan {
     const before = nowMs - settings.staleTimeoutS * 1000;
     const candidates: Candidate[] = [];
     for (let slot = 0; slot < slotCount; slot++) {
-      if (sourceAt[slot] !== undefined || !jobs.holds(slot)) continue;
+      if (inSource[slot] === 1 || !jobs.holds(slot)) continue;
       for (const held of jobs.jobsAt(slot)) if (held.job.status !== 'ignore' && held.job.createdAtMs < before) candidates.push({ ...held, slot });
     }
     for (const { job, slot } of candidates.sort(bySubmitOrder)) {
@@ -364,7 +416,7 @@ export function planRefresh(input: RefreshPlanInput): RefreshPlan {
     }
     for (const { job, slot } of candidates.sort(bySubmitOrder)) {
       const identity = jobs.identityAt(slot);
-      const key = sourceAt[slot];
+      const key = inSource[slot] === 1 ? sourceKeyAt(slot) : undefined;
       const othersHold = jobs.jobsAt(slot).some(({ job: other }) => other.jobId !== job.jobId && !removed.has(other.jobId) && isHolding(other.status));
       const reAdd = key !== undefined && !target.has(key, identity) && !othersHold;
       orphans.push({ type: 'orphan', jobId: job.jobId, identity, key: key ?? null, reAdd });

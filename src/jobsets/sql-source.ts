@@ -6,7 +6,10 @@
  *   environment variable it is read from, on whichever node reads the source.
  * - The query runs in a READ ONLY transaction: a key source can read, never write.
  * - Rows stream: PostgreSQL through a server-side cursor fetched in batches, MariaDB/MySQL as
- *   a row stream, so a million keys never sit in the driver as one result.
+ *   a row stream, so a million keys never sit in the driver as one result. PostgreSQL's rows
+ *   come as arrays and become keys through key.ts ColumnKeys (the columns matched to the key's
+ *   attributes once per result); MariaDB's come as objects, each made a key by toKey: the same
+ *   keys either way (test/jobsets/sql-source.int.test.ts compares them).
  * - Values are converted by column type, as text where the drivers would lose or reinterpret
  *   them (int8/BIGINT beyond 2^53, DECIMAL, DATE as local midnight, zone-less timestamps as
  *   local time), then normalised by key.ts: the same row gives the same key from either database.
@@ -17,7 +20,7 @@ import type { FieldPacket, TypeCastField, TypeCastNext } from 'mysql2';
 import { InvalidRequestError } from '../errors.js';
 import { DatabaseSchemes, databaseUrlProblem, type SqlSourceSpec } from '../commands/jobset-schemas.js';
 import { JobSetDefaults } from '../commands/limits.js';
-import { decimalFromText, integerFromText, timestampFromText, toKey, type Key } from './key.js';
+import { ColumnKeys, decimalFromText, integerFromText, timestampFromText, toKey, type Key } from './key.js';
 import { BATCH_KEYS, type KeySourceOptions, type RawKeySource } from './source.js';
 
 export interface SqlSourceOptions extends KeySourceOptions {
@@ -79,16 +82,22 @@ export function createSqlSource(spec: SqlSourceSpec, options: SqlSourceOptions):
 // PostgreSQL type oids whose default parsing would lose or reinterpret a key value.
 const PG_BOOL = 16;
 const PG_INT8 = 20;
+const PG_INT2 = 21;
+const PG_INT4 = 23;
 const PG_DATE = 1082;
 const PG_TIMESTAMP = 1114;
 const PG_TIMESTAMPTZ = 1184;
 const PG_NUMERIC = 1700;
 
-const pgTypes = {
+/** How the PostgreSQL source parses each column type's text (exported for the tests' comparison of row modes). */
+export const postgresKeyTypes = {
   getTypeParser(oid: number, format?: 'text' | 'binary'): (value: string) => unknown {
     switch (oid) {
       case PG_BOOL:
         return (v) => (v === 't' ? 1 : 0);
+      case PG_INT2:
+      case PG_INT4:
+        return Number; // always a safe integer; a little cheaper than pg's parseInt per value
       case PG_INT8:
         return integerFromText;
       case PG_NUMERIC:
@@ -116,7 +125,7 @@ async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, des
     statement_timeout: options.timeoutMs,
     // timestamptz is printed in the session's zone; UTC keeps the text simple (key.ts reads any offset).
     options: '-c TimeZone=UTC',
-    types: pgTypes,
+    types: postgresKeyTypes,
     application_name: 'docket key source',
   });
   // A connection that drops after connecting emits 'error' on the client; without a listener it
@@ -130,21 +139,28 @@ async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, des
     await client.query('BEGIN READ ONLY');
     await client.query(`DECLARE docket_keys NO SCROLL CURSOR FOR ${statementOf(spec.sql)}`);
     const fetchNext = () => {
-      const fetching = client.query<Record<string, unknown>>(`FETCH ${batch} FROM docket_keys`);
+      // Rows as arrays: pg builds no object per row, and the columns are matched to the key's
+      // attributes once (ColumnKeys) rather than per row.
+      const fetching = client.query<unknown[]>({ text: `FETCH ${batch} FROM docket_keys`, rowMode: 'array' });
       // Awaited below, unless the reader stops first (then the client's end rejects it).
       fetching.catch(() => undefined);
       return fetching;
     };
     let row = 0;
+    let columns: ColumnKeys | undefined;
     let fetching = fetchNext();
     for (;;) {
       const result = await fetching;
       const more = result.rows.length === batch;
       // The server fills the next batch while this one becomes keys and the reader takes it.
       if (more) fetching = fetchNext();
-      const first = row;
-      row += result.rows.length;
-      if (result.rows.length > 0) yield result.rows.map((r, i) => toKey(r, `${description} row ${first + i + 1}`, { attributes: options.attributes }));
+      if (result.rows.length > 0) {
+        columns ??= new ColumnKeys(result.fields.map((f) => f.name), description, row + 1, { attributes: options.attributes });
+        const keys = new Array<Key>(result.rows.length);
+        for (let i = 0; i < keys.length; i++) keys[i] = columns.keyOf(result.rows[i]!, row + i + 1);
+        row += keys.length;
+        yield keys;
+      }
       if (!more) break;
     }
     await client.query('COMMIT');

@@ -7,10 +7,13 @@
  *
  * A queue's keys are numbered in the order they were first seen (their slot); an entry is never
  * dropped, so a slot names the same key for the node's lifetime. A refresh looks its source's
- * keys up once while it reads them and plans on the slots (src/jobsets/plan.ts KeyedJobs).
+ * keys up once while it reads them and plans on the slots (src/jobsets/plan.ts KeyedJobs): by
+ * their values (src/jobsets/key-table.ts, which holds each slot's first key object), so a key
+ * that has a job needs no identity string built.
  */
 import { isLiveStatus } from '../../machines/index.js';
 import { keyIdentity } from '../jobsets/key.js';
+import { KeyTable } from '../jobsets/key-table.js';
 import type { JobChange } from '../store/job-store.js';
 
 export interface KeyEntry {
@@ -25,10 +28,11 @@ export interface KeyEntry {
   latest: { jobId: string; seq: number } | undefined;
 }
 
-/** One queue's keys: by identity, and by slot. */
+/** One queue's keys: by identity, by slot, and by value (a source key's slot without its identity). */
 export interface QueueKeys {
   readonly byIdentity: Map<string, KeyEntry>;
   readonly bySlot: KeyEntry[];
+  readonly byValue: KeyTable;
 }
 
 export class KeyIndex {
@@ -45,6 +49,7 @@ export class KeyIndex {
       entry = { identity, slot: keys.bySlot.length, live: new Set(), present: [], generations: 0, latest: undefined };
       keys.byIdentity.set(identity, entry);
       keys.bySlot.push(entry);
+      keys.byValue.add(ctx.key, entry.slot);
     }
     const status = change.after.state.job.value;
     if (change.before === undefined) {
@@ -85,7 +90,7 @@ export class KeyIndex {
   keysOf(queue: string): QueueKeys {
     let keys = this.queues.get(queue);
     if (keys === undefined) {
-      keys = { byIdentity: new Map(), bySlot: [] };
+      keys = { byIdentity: new Map(), bySlot: [], byValue: new KeyTable() };
       this.queues.set(queue, keys);
     }
     return keys;

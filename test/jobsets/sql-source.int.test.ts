@@ -14,9 +14,9 @@ import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { InvalidRequestError } from '../../src/errors.js';
-import type { Key } from '../../src/jobsets/key.js';
+import { toKey, type Key } from '../../src/jobsets/key.js';
 import { createKeySource, keySourceOf, readAllKeys } from '../../src/jobsets/source.js';
-import { createSqlSource } from '../../src/jobsets/sql-source.js';
+import { createSqlSource, postgresKeyTypes } from '../../src/jobsets/sql-source.js';
 
 const PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const MY_URL = 'mysql://root@127.0.0.1:3306/test';
@@ -140,6 +140,61 @@ describe.skipIf(missing !== undefined)('SQL key sources on PostgreSQL and MariaD
     expect(key['maybe']).toBe(first.maybe);
     expect(String(key['at'])).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3,6}Z$/);
     expect(Date.parse(String(key['at_tz']))).toBe(Math.floor(first.atTz.getTime() / 1000) * 1000 + Math.floor(first.micros / 1000));
+  });
+
+  /**
+   * The PostgreSQL source reads rows as arrays (ColumnKeys); before, it read pg's row objects and
+   * made each a key with toKey. Both, for the same rows and the same type parsers, must give the
+   * same keys: int8 past 2^53, numeric, bool, date, timestamps, text, bytea, NULL, double.
+   */
+  const objectRowKeys = async (sql: string, attributes?: readonly string[]) => {
+    const c = new pg.Client({ host: '127.0.0.1', port: 5432, user: 'postgres', database: 'test', types: postgresKeyTypes, options: '-c TimeZone=UTC' });
+    await c.connect();
+    try {
+      const { rows } = await c.query<Record<string, unknown>>(sql);
+      return rows.map((row, i) => toKey(row, `row ${i + 1}`, { attributes }));
+    } finally {
+      await c.end();
+    }
+  };
+
+  fcTest.prop([fc.array(rowArb, { minLength: 1, maxLength: 8 })], { numRuns })('array rows give the keys row objects gave (PostgreSQL)', async (rows) => {
+    await pgc.query(`DELETE FROM ${table}`);
+    for (const [n, r] of rows.entries()) {
+      await pgc.query(`INSERT INTO ${table} VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11)`, [n, r.big.toString(), decimalText(r.cents), r.flag, dateText(r.day), stampText(r.at, r.micros), `${stampText(r.atTz, r.micros)}+00`, r.name, Buffer.from(r.bin), r.maybe, r.dbl]);
+    }
+    const sql = `SELECT * FROM ${table} ORDER BY n`;
+    const fromArrays = await readAllKeys(createKeySource({ url: PG_URL, sql }, { env }));
+    expect(fromArrays).toEqual(await objectRowKeys(sql));
+    // Key objects compare equal regardless of attribute order: the order must match too (it is what a job shows).
+    expect(fromArrays.map((k) => Object.keys(k))).toEqual((await objectRowKeys(sql)).map((k) => Object.keys(k)));
+    const declared = ['dec', 'n', 'maybe'];
+    expect(await readAllKeys(createKeySource({ url: PG_URL, sql }, { env, attributes: declared }))).toEqual(await objectRowKeys(sql, declared));
+  });
+
+  test('array rows: repeated and integer-like column names, NULLs, and refusals name the row (PostgreSQL)', async () => {
+    const same = async (sql: string) => {
+      const keys = await readAllKeys(createKeySource({ url: PG_URL, sql }, { env }));
+      const before = await objectRowKeys(sql);
+      expect(keys).toEqual(before);
+      expect(keys.map((k) => Object.keys(k))).toEqual(before.map((k) => Object.keys(k)));
+      return keys;
+    };
+    // A repeated name takes its last column, in its first place, as pg's row object did.
+    expect(await same('SELECT 1 AS a, 2 AS b, 3 AS a')).toEqual([{ a: 3, b: 2 }]);
+    // Integer-like names come first in a JavaScript object, whatever the column order.
+    expect(Object.keys((await same('SELECT 1 AS b, 2 AS "2", 3 AS "10"'))[0]!)).toEqual(['2', '10', 'b']);
+    expect(await same(`SELECT NULL::int8 AS big, NULL::numeric AS dec, NULL::date AS day, NULL::text AS name, 9007199254740993::int8 AS past, 12.50::numeric AS cents, 7.00::numeric AS whole, '2024-02-03'::date AS d`)).toEqual([
+      { big: null, dec: null, day: null, name: null, past: '9007199254740993', cents: '12.50', whole: 7, d: '2024-02-03' },
+    ]);
+    await expect(readAllKeys(createKeySource({ url: PG_URL, sql: 'SELECT 1 AS "__proto__"' }, { env }))).rejects.toThrow(/row 1: attribute name "__proto__" is not allowed/);
+    const rowThree = `SELECT g AS id, CASE WHEN g = 3 THEN '{"x":1}'::jsonb END AS meta FROM generate_series(1, 5) g ORDER BY g`;
+    await expect(readAllKeys(createKeySource({ url: PG_URL, sql: rowThree }, { env }))).rejects.toThrow(/ row 3: attribute "meta" is an object/);
+    // A refusal past the first fetch counts rows across fetches.
+    const late = createSqlSource({ url: PG_URL, sql: `SELECT g AS id, CASE WHEN g = 2501 THEN 'NaN'::float8 END AS f FROM generate_series(1, 3000) g ORDER BY g` }, { env, timeoutMs: 60_000, batchRows: 1_000 });
+    await expect(readAllKeys(keySourceOf(late))).rejects.toThrow(/ row 2501: attribute "f" is NaN/);
+    // Without rows no key is made, so nothing is refused (as before).
+    expect(await readAllKeys(createKeySource({ url: PG_URL, sql: 'SELECT 1 AS "__proto__" WHERE false' }, { env }))).toEqual([]);
   });
 
   test('a bad query, an unreachable database and a missing password variable are errors naming the source', async () => {
