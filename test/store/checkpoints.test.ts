@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { INITIAL_JOB_STATE } from '../../machines/index.js';
-import { CheckpointFile, readCheckpoint } from '../../src/store/checkpoints.js';
+import { CheckpointFile, checkpointRecords, readCheckpoint } from '../../src/store/checkpoints.js';
 import { JobStore, type EvictedLine, type JobRecord } from '../../src/store/job-store.js';
 import { JOB_ID, QUEUE, at, jobEvent, makeJobEventSequenceArb } from '../support/arbitraries.js';
 import { fingerprintOf } from '../../src/store/evicted-index.js';
@@ -25,9 +25,13 @@ class Records {
   get(jobId: string): JobRecord | undefined {
     return this.jobs.get(jobId);
   }
-  values(): IterableIterator<JobRecord> {
+  warmValues(): IterableIterator<JobRecord> {
     return this.jobs.values();
   }
+  get warmSize(): number {
+    return this.jobs.size;
+  }
+  readonly cold = undefined;
   readonly evictedCount = 0;
   evictedLines(): EvictedLine[] {
     return [];
@@ -122,7 +126,7 @@ describe('checkpoint file', () => {
     expect(await file.write(3, store)).toEqual({ records: 0, full: false });
 
     const read = (await readCheckpoint(path, STREAM_CREATED))!;
-    expect(read.records.map((r) => r.jobId)).toEqual(['kept']);
+    expect(checkpointRecords(read).map((r) => r.jobId)).toEqual(['kept']);
     expect(read.evicted).toEqual([{ fingerprints: [fingerprintOf('gone')], queue: QUEUE, status: 'cancelled', outcome: 'cancelled', positions: [1, 2] }]);
     const restored = new JobStore();
     for (const line of read.evicted) restored.restoreEvicted(line);
@@ -133,7 +137,7 @@ describe('checkpoint file', () => {
     const whole = new CheckpointFile(join(dir, 'whole.json'), STREAM_CREATED);
     await whole.write(3, store);
     const again = (await readCheckpoint(join(dir, 'whole.json'), STREAM_CREATED))!;
-    expect(again.records.map((r) => r.jobId)).toEqual(['kept']);
+    expect(checkpointRecords(again).map((r) => r.jobId)).toEqual(['kept']);
     expect(again.evicted).toEqual(read.evicted);
     expect(await readFile(join(dir, 'whole.json'), 'utf8')).not.toContain('"gone"');
   });
@@ -167,7 +171,7 @@ describe('checkpoint file', () => {
         }
         await file.write(seq, store);
         const read = await readCheckpoint(path, STREAM_CREATED);
-        const byId = new Map(read!.records.map((r) => [r.jobId, r]));
+        const byId = new Map(checkpointRecords(read!).map((r) => [r.jobId, r]));
         expect(byId.size).toBe(store.size);
         for (const record of store.values()) expect(byId.get(record.jobId)).toEqual(record);
       }),
