@@ -13,6 +13,7 @@ import { startNatsServer } from '../test/support/nats-server.js';
 import { connectClient, startDocketNode, tempDir, workerClass, defaultNodeMode } from './lib/docket.js';
 import { submitInChunks } from './lib/workload.js';
 import { sleep } from './lib/harness.js';
+import { rssBytesOf } from './lib/procs.js';
 
 const [jobsArg, dir, restartsArg] = process.argv.slice(2);
 if (!jobsArg || !dir) {
@@ -62,7 +63,8 @@ try {
     await worker.start();
     await Promise.race([claimed, sleep(30_000)]);
     await worker.close();
-    process.stdout.write(`restart ${i + 1}: serving ${Math.round(node.startMs)} ms, first claim ${Math.round(firstClaim)} ms\n`);
+    const rss = rssBytesOf(node.pid);
+    process.stdout.write(`restart ${i + 1}: serving ${Math.round(node.startMs)} ms, first claim ${Math.round(firstClaim)} ms, node RSS ${rss === null ? '?' : Math.round(rss / 2 ** 20)} MiB\n`);
     for (const line of node.startLog) {
       const parsed = JSON.parse(line.startsWith('{') ? line : '{}') as Record<string, unknown>;
       if (typeof parsed['msg'] !== 'string') continue;

@@ -23,20 +23,30 @@ import { dirname } from 'node:path';
 import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
 import { JobDefaults } from '../commands/limits.js';
 import { NO_EVENTS, type EvictedLine, type HistoryEntry, type JobRecord } from './job-store.js';
-import { fingerprintFromText, fingerprintOf, fingerprintToText } from './evicted-index.js';
+import { fingerprintFromText, fingerprintOf, fingerprintToText, type Fingerprint } from './evicted-index.js';
 import { ColdJobs, type ColdColumns } from './cold-jobs.js';
 import type { AggregateRecord } from './aggregate-store.js';
 
 /** 8: queued jobs as a binary block of columns and record lines (cold-jobs.ts). 7: evicted jobs (compact lines; a segment's names the job whose earlier record it ends). 6: a job's depends_on after its concurrency_key. 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
 const FORMAT = 8;
+/** Formats read as well: 7's lines are 8's without a cold block (a restart after the upgrade does not fold the whole log). */
+const READABLE_FORMATS: readonly number[] = [7, FORMAT];
 /** Records per line and per write: large enough to be fast, small enough not to stall commands. */
 const CHUNK_RECORDS = 2_000;
-/** When the file is rewritten whole: it holds more than `ratio` times the live records, plus `slack`. */
+/**
+ * When the file is rewritten whole: it holds more than `ratio` times the live records, plus
+ * `slack`; or its segments (written after the last whole write) hold more than `segmentShare`
+ * of the live records, plus `slack`. Segments are lines of JSON, restored as objects (~3.5 µs a
+ * record); a whole rewrite puts queued jobs in the cold block, restored in bulk: so a node filled
+ * after its last whole write (a million jobs submitted after a start on an empty file) restarts
+ * from its cold block, not from a million lines.
+ */
 export interface CompactionPolicy {
   readonly ratio: number;
   readonly slack: number;
+  readonly segmentShare?: number;
 }
-const DEFAULT_COMPACTION: CompactionPolicy = { ratio: 2, slack: 10_000 };
+const DEFAULT_COMPACTION: CompactionPolicy = { ratio: 2, slack: 10_000, segmentShare: 0.25 };
 
 interface CheckpointHeader {
   readonly format: number;
@@ -106,6 +116,8 @@ export interface Checkpoint {
   readonly recordsInFile: number;
   /** Byte length of the sealed part: anything after it is a torn segment. */
   readonly sealedBytes: number;
+  /** Record lines in the segments after the first (the last whole write). */
+  readonly recordsInSegments: number;
 }
 
 /** What the writer needs of the job store. */
@@ -246,7 +258,7 @@ async function writeEvicted(file: FileHandle, tuples: readonly EvictedTuple[]): 
 
 /** One row of the cold block being written. */
 interface ColdRow {
-  readonly fp: readonly [number, number, number, number] | Uint32Array;
+  readonly fp: Fingerprint | Uint32Array;
   readonly priority: number;
   readonly position: number;
   readonly submitSeq: number;
@@ -268,10 +280,10 @@ class ColdRowsBuilder {
     return rows;
   }
 
-  addRecord(record: JobRecord): void {
+  addRecord(record: JobRecord, fp: Fingerprint): void {
     const c = record.state.job.context;
     this.rowsOf(record.queue).push({
-      fp: fingerprintOf(record.jobId),
+      fp,
       priority: c.priority,
       position: c.position ?? record.submitSeq,
       submitSeq: record.submitSeq,
@@ -370,6 +382,8 @@ export class CheckpointFile {
   private evictions = new Map<string, EvictedLine>();
   /** Record lines in the file; undefined until the file is known good (forces a full write). */
   private recordsInFile: number | undefined;
+  /** Record lines in the segments after the last whole write. */
+  private recordsInSegments = 0;
 
   constructor(
     readonly path: string,
@@ -394,6 +408,7 @@ export class CheckpointFile {
       // A torn segment at the end is cut off, so the next segment follows a sealed one.
       await truncate(this.path, checkpoint.sealedBytes);
       this.recordsInFile = checkpoint.recordsInFile;
+      this.recordsInSegments = checkpoint.recordsInSegments;
     }
     return checkpoint;
   }
@@ -405,11 +420,15 @@ export class CheckpointFile {
     const evictions = this.evictions;
     this.evictions = new Map();
     // Evicted jobs count as records: a file of mostly evicted jobs is not rewritten on every write.
-    const full = this.recordsInFile === undefined || this.recordsInFile + ids.size + evictions.size > this.compaction.ratio * (store.size + store.evictedCount) + this.compaction.slack;
+    const live = store.size + store.evictedCount;
+    const changes = ids.size + evictions.size;
+    const { ratio, slack, segmentShare = Infinity } = this.compaction;
+    const full = this.recordsInFile === undefined || this.recordsInFile + changes > ratio * live + slack || this.recordsInSegments + changes > segmentShare * live + slack;
     try {
       if (full) {
         const records = await this.writeWhole(seq, store, aggregates);
         this.recordsInFile = records;
+        this.recordsInSegments = 0;
         return { records, full };
       }
       const file = await open(this.path, 'a');
@@ -421,6 +440,7 @@ export class CheckpointFile {
         await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
         await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }) } satisfies SealLine)}\n`);
         this.recordsInFile! += records + evicted;
+        this.recordsInSegments += records + evicted;
         return { records, full };
       } finally {
         await file.close();
@@ -444,16 +464,27 @@ export class CheckpointFile {
       // Jobs created while this runs are in the next segment: stop at the ones there now, or a
       // busy node's Map iteration (which visits entries added meanwhile) would never end.
       const coldRows = new ColdRowsBuilder();
+      // The rows cold now are written from their bytes even if read meanwhile (the writes below
+      // yield to commands): a job read but not changed would otherwise be in neither part.
+      const cold = store.cold;
+      const coldNow = cold === undefined ? [] : Array.from(cold.coldRows());
+      const wasCold = new Uint8Array(cold?.rows ?? 0);
+      for (const row of coldNow) wasCold[row] = 1;
       const records = await writeRecords(file, (function* () {
         let left = store.warmSize;
         for (const record of store.warmValues()) {
           if (left-- <= 0) return;
-          if (isColdable(record)) coldRows.addRecord(record);
-          else yield record;
+          if (!isColdable(record)) {
+            yield record;
+            continue;
+          }
+          const fp = fingerprintOf(record.jobId);
+          // Read (unchanged: a change would make it not coldable) since the rows were listed: its row is written.
+          const row = cold === undefined ? -1 : cold.rowOf(fp);
+          if (row < 0 || wasCold[row] === 0) coldRows.addRecord(record, fp);
         }
       })());
-      const cold = store.cold;
-      if (cold !== undefined) for (const row of cold.coldRows()) coldRows.addRow(cold, row);
+      for (const row of coldNow) coldRows.addRow(cold!, row);
       const coldJobs = await coldRows.write(file);
       const evicted = await writeEvicted(file, store.evictedLines().map((line) => toEvictedTuple(0, line)));
       await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
@@ -490,6 +521,7 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
     let cold: ColdJobs | undefined;
     let seq: number | undefined;
     let recordsInFile = 0;
+    let recordsInFirst: number | undefined;
     let sealedBytes = 0;
     /** A record or eviction in a later segment supersedes the job's cold row. */
     const supersede = (jobId: string): void => {
@@ -506,7 +538,7 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
       if (text.length === 0) continue;
       if (!header) {
         header = JSON.parse(text) as CheckpointHeader;
-        if (header.format !== FORMAT || header.stream_created !== streamCreated || (header.endian ?? 'LE') !== endianness() || JSON.stringify(header.versions) !== JSON.stringify(MACHINE_VERSIONS)) return null;
+        if (!READABLE_FORMATS.includes(header.format) || header.stream_created !== streamCreated || (header.endian ?? 'LE') !== endianness() || JSON.stringify(header.versions) !== JSON.stringify(MACHINE_VERSIONS)) return null;
         continue;
       }
       const parsed = JSON.parse(text) as RecordLine[] | SealLine | AggregatesLine | EvictedLines | ColdLine;
@@ -555,11 +587,12 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
       recordsInFile += pending.length;
       pending = [];
       seq = parsed.seal;
+      recordsInFirst ??= recordsInFile;
       sealedBytes = start;
     }
     // What follows the last newline is a line cut short: part of a torn segment, never sealed.
     if (seq === undefined) return null;
-    return { seq, records: [...byJob.values()], cold, aggregates, evicted: [...evictedById.values()], recordsInFile, sealedBytes };
+    return { seq, records: [...byJob.values()], cold, aggregates, evicted: [...evictedById.values()], recordsInFile, sealedBytes, recordsInSegments: recordsInFile - (recordsInFirst ?? 0) };
   } catch {
     // A torn segment's half line, or a foreign file: what was sealed before it stands, unless
     // nothing was. A parse error inside the sealed part cannot be told apart, so fold from zero.

@@ -3,7 +3,7 @@
  * wins, a torn segment is ignored and cut off, the file is rewritten whole when it outgrows the
  * live records, and a file for another stream is not used.
  */
-import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -111,6 +111,24 @@ describe('checkpoint file', () => {
     expect(seqs((await readCheckpoint(path, STREAM_CREATED))!.records)).toEqual({ j1: 7, j2: 5, j3: 6 });
   });
 
+  test('segments holding more than segmentShare of the live records (plus slack) are folded into a whole rewrite, also counted across a read', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const policy = { ratio: 100, slack: 0, segmentShare: 0.5 };
+    const file = new CheckpointFile(path, STREAM_CREATED, policy);
+    const store = new Records();
+    for (let i = 1; i <= 4; i++) store.put(file, `j${i}`, i);
+    expect((await file.write(4, store)).full).toBe(true);
+    store.put(file, 'j1', 5);
+    expect(await file.write(5, store)).toEqual({ records: 1, full: false });
+    // A new file object reads the segment count back: 1 + 2 changes > 0.5 x 5 live.
+    const next = new CheckpointFile(path, STREAM_CREATED, policy);
+    expect((await next.read())?.recordsInSegments).toBe(1);
+    store.put(next, 'j2', 6);
+    store.put(next, 'j5', 7);
+    expect(await next.write(7, store)).toEqual({ records: 5, full: true });
+    expect((await readCheckpoint(path, STREAM_CREATED))?.recordsInSegments).toBe(0);
+  });
+
   test('an evicted job: a segment ends its earlier record and keeps its compact entry; a whole rewrite keeps the entry alone', async () => {
     const path = join(dir, 'checkpoint.json');
     const file = new CheckpointFile(path, STREAM_CREATED, { ratio: 100, slack: 0 });
@@ -153,6 +171,22 @@ describe('checkpoint file', () => {
     await appendFile(path, `${chunkLine}\n${JSON.stringify({ seal: 2, records: 2 })}\n`);
     expect(await readCheckpoint(path, STREAM_CREATED)).toBeNull();
     expect(await readCheckpoint(join(dir, 'missing.json'), STREAM_CREATED)).toBeNull();
+  });
+
+  test('a format 7 file (lines only, no cold block) is still read; format 6 is not', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const file = new CheckpointFile(path, STREAM_CREATED);
+    const store = new Records();
+    store.put(file, 'j1', 1);
+    await file.write(1, store);
+    const [header, ...rest] = (await readFile(path, 'utf8')).split('\n');
+    const asFormat = async (format: number) => {
+      const { endian: _endian, ...old } = JSON.parse(header!) as Record<string, unknown>;
+      await writeFile(path, [JSON.stringify({ ...old, format }), ...rest].join('\n'));
+      return readCheckpoint(path, STREAM_CREATED);
+    };
+    expect(seqs((await asFormat(7))!.records)).toEqual({ j1: 1 });
+    expect(await asFormat(6)).toBeNull();
   });
 
   test('property: records folded from random histories come back from the file equal, field for field', async () => {
