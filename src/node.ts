@@ -195,6 +195,26 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     const restoring = Date.now();
     const checkpoint = await checkpointFile.read();
     if (checkpoint && checkpoint.seq <= lastSeqAtStart) {
+      const { cold } = checkpoint;
+      if (cold !== undefined) {
+        // A cold job not yet due waits among the delayed: it is restored as an object.
+        const now = clock.now();
+        const runAt = cold.columns.runAtMs;
+        for (let row = 0; row < cold.rows; row++) {
+          if (!cold.isCold(row) || runAt[row]! <= now) continue;
+          const record = cold.recordAt(row);
+          cold.leave(row);
+          store.restore(record);
+        }
+        store.restoreCold(cold);
+        queueOrder.restoreCold(cold);
+        queueIndex.restoreCold(cold);
+        cold.columns.ranges.forEach(([start, end], q) => {
+          let known = 0;
+          for (let row = start; row < end; row++) if (cold.isKnownByRow(row)) known += 1;
+          progress.countRestored(cold.columns.queues[q]!, 'queued', known);
+        });
+      }
       for (const record of checkpoint.records) store.restore(record);
       for (const line of checkpoint.evicted) {
         store.restoreEvicted(line);
@@ -203,7 +223,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       }
       for (const record of checkpoint.aggregates) aggregates.restore(record);
       fromSeq = checkpoint.seq + 1;
-      log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length, aggregates: checkpoint.aggregates.length, ms: Date.now() - restoring }, 'checkpoint restored');
+      log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length, cold: cold?.size ?? 0, aggregates: checkpoint.aggregates.length, ms: Date.now() - restoring }, 'checkpoint restored');
     }
     // Only changes by events go into the next segment; restored records are in the file already.
     store.onChange((change) => {
@@ -441,9 +461,10 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       // Recovery on start or takeover (DESIGN's matrix), once the partition is folded to its tip:
       // fresh leases for running jobs, missing retries, then dispatch.
       writers.start(queue, leadership.epochOf(queue), () => {
-        leases.adopt(queue, store.values());
-        retrier.adopt(queue, store.values());
-        dependencies.adopt(queue, store.values());
+        // Cold jobs are queued: nothing these look for (running, failed, waiting on dependencies).
+        leases.adopt(queue, store.warmValues());
+        retrier.adopt(queue, store.warmValues());
+        dependencies.adopt(queue, store.warmValues());
         reservationExpirer.adopt(queue);
         fanOut.adopt(queue);
         dispatchers.get(queue)?.pump();

@@ -57,21 +57,21 @@ export class Progress {
     this.count(change.after.queue, change.before?.state.job.value, change.after.state.job.value);
   };
 
-  private count(queue: string, before: JobStatus | undefined, after: JobStatus): void {
+  private count(queue: string, before: JobStatus | undefined, after: JobStatus, n = 1): void {
     let counts = this.byQueue.get(queue);
     if (!counts) {
       counts = emptyCounts();
       this.byQueue.set(queue, counts);
     }
     if (before === after) return;
-    if (counted(before)) counts[before] -= 1;
-    if (counted(after)) counts[after] += 1;
-    if (after === 'removed') this.removedByQueue.set(queue, (this.removedByQueue.get(queue) ?? 0) + 1);
+    if (counted(before)) counts[before] -= n;
+    if (counted(after)) counts[after] += n;
+    if (after === 'removed') this.removedByQueue.set(queue, (this.removedByQueue.get(queue) ?? 0) + n);
   }
 
-  /** An evicted job restored from a checkpoint (no change is heard for it): it counts as it did. */
-  countRestored(queue: string, status: JobStatus): void {
-    this.count(queue, undefined, status);
+  /** `n` jobs restored from a checkpoint that no change is heard for (evicted or cold): they count as they did. */
+  countRestored(queue: string, status: JobStatus, n = 1): void {
+    this.count(queue, undefined, status, n);
   }
 
   /** The queue's counts; `delayed`, when given, goes in after `pending`. */

@@ -1,5 +1,6 @@
 /** Every job of each queue in submit order (stream sequence), for `list` with a cursor. */
 import type { Eviction, JobChange } from '../store/job-store.js';
+import type { ColdJobs } from '../store/cold-jobs.js';
 
 /**
  * Two parallel arrays rather than an object per job: this index holds every job ever submitted
@@ -19,6 +20,52 @@ const MIN_HOLES = 1_024;
 
 export class QueueIndex {
   private readonly byQueue = new Map<string, QueueJobs>();
+  /**
+   * Per queue, the cold rows of a checkpoint (cold-jobs.ts) not yet merged into its list: merged
+   * the first time the list is read or changes by a removal, so a restart decodes no job id.
+   */
+  private readonly coldByQueue = new Map<string, { jobs: ColdJobs; start: number; end: number }>();
+
+  /** Takes in the cold rows of a checkpoint: jobs of their queues, in the list from now on. */
+  restoreCold(jobs: ColdJobs): void {
+    jobs.columns.ranges.forEach(([start, end], q) => {
+      const queue = jobs.columns.queues[q]!;
+      this.know(queue);
+      this.coldByQueue.set(queue, { jobs, start, end });
+    });
+  }
+
+  /** Merges the queue's cold rows, if any, into its list (by submit sequence). */
+  private warm(queue: string): void {
+    const cold = this.coldByQueue.get(queue);
+    if (cold === undefined) return;
+    this.coldByQueue.delete(queue);
+    const { jobs, start, end } = cold;
+    const seqOf = jobs.columns.submitSeq;
+    const rows: number[] = [];
+    for (let row = start; row < end; row++) if (jobs.isKnownByRow(row)) rows.push(row);
+    // In queue order: the same as submit order unless priorities or moves differ.
+    rows.sort((a, b) => seqOf[a]! - seqOf[b]!);
+    const list = this.byQueue.get(queue)!;
+    const seqs: number[] = [];
+    const jobIds: string[] = [];
+    let i = 0;
+    for (const row of rows) {
+      const seq = seqOf[row]!;
+      for (; i < list.seqs.length && list.seqs[i]! < seq; i++) {
+        seqs.push(list.seqs[i]!);
+        jobIds.push(list.jobIds[i]!);
+      }
+      seqs.push(seq);
+      jobIds.push(jobs.jobIdAt(row));
+    }
+    for (; i < list.seqs.length; i++) {
+      seqs.push(list.seqs[i]!);
+      jobIds.push(list.jobIds[i]!);
+    }
+    list.seqs = seqs;
+    list.jobIds = jobIds;
+  }
 
   readonly apply = (change: JobChange): void => {
     if (change.after.state.job.value === 'removed') {
@@ -67,6 +114,7 @@ export class QueueIndex {
   }
 
   private remove(queue: string, jobId: string, submitSeq: number): void {
+    this.warm(queue);
     const list = this.byQueue.get(queue);
     if (!list) return;
     const i = QueueIndex.firstAfter(list, submitSeq - 1);
@@ -89,6 +137,7 @@ export class QueueIndex {
 
   /** Jobs of the queue with submit sequence above `afterSeq`, in order (removed jobs left out). */
   *after(queue: string, afterSeq: number): Generator<{ seq: number; jobId: string }> {
+    this.warm(queue);
     const list = this.byQueue.get(queue);
     if (!list) return;
     for (let i = QueueIndex.firstAfter(list, afterSeq); i < list.seqs.length; i++) {

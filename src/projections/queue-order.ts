@@ -5,6 +5,7 @@
  * job is still queued with the same order key, so moves and claims cost O(log n).
  */
 import type { JobChange, JobRecord } from '../store/job-store.js';
+import type { ColdJobs } from '../store/cold-jobs.js';
 import { Heap } from './heap.js';
 
 export interface OrderKey {
@@ -59,6 +60,12 @@ class QueueLine {
    * entry per delayed job only; a claim pays a `delete` only while the queue has delayed jobs.
    */
   readonly delayedIds = new Set<string>();
+  /**
+   * The queue's cold rows (cold-jobs.ts), already in queue order: the next one not yet taken and
+   * the end. Read beside `ready` as a second, sorted source; an entry is live while its row is
+   * cold, or while its materialised job is queued, due, with the row's order key.
+   */
+  cold: { readonly jobs: ColdJobs; next: number; readonly end: number } | undefined;
 }
 
 /** Reads a job's current record: the liveness test of heap entries. */
@@ -103,6 +110,34 @@ export class QueueOrder {
   private liveRecord(entry: JobRecord): JobRecord | undefined {
     const record = this.queuedRecord(entry.jobId);
     return record && compareRecords(record, entry) === 0 ? record : undefined;
+  }
+
+  /** Takes in the cold rows of a checkpoint (their jobs queued and due when it was read). */
+  restoreCold(jobs: ColdJobs): void {
+    jobs.columns.ranges.forEach(([start, end], q) => {
+      const line = this.line(jobs.columns.queues[q]!);
+      line.cold = { jobs, next: start, end };
+      for (let row = start; row < end; row++) if (jobs.isKnownByRow(row)) line.depth += 1;
+    });
+  }
+
+  /** Whether a cold row's entry is live (its job id given). */
+  private liveCold(jobs: ColdJobs, row: number, jobId: string): boolean {
+    if (jobs.isCold(row)) return true;
+    if (!jobs.isKnownByRow(row)) return false;
+    const record = this.queuedRecord(jobId);
+    const c = jobs.columns;
+    return record !== undefined && compareKeys(record.state.job.context.priority, positionOf(record), record.submitSeq, c.priority[row]!, c.position[row]!, c.submitSeq[row]!) === 0 && runAtOf(record) <= this.now();
+  }
+
+  /** Whether the queue's next cold row comes before the heap's head. */
+  private coldFirst(line: QueueLine, head: JobRecord | undefined): boolean {
+    const cold = line.cold;
+    if (cold === undefined || cold.next >= cold.end) return false;
+    if (head === undefined) return true;
+    const c = cold.jobs.columns;
+    const row = cold.next;
+    return compareKeys(c.priority[row]!, c.position[row]!, c.submitSeq[row]!, head.state.job.context.priority, positionOf(head), head.submitSeq) < 0;
   }
 
   readonly apply = (change: JobChange): void => {
@@ -175,12 +210,22 @@ export class QueueOrder {
     const line = this.lines.get(queue);
     if (!line) return undefined;
     this.promoteDue(queue);
-    for (let head = line.ready.pop(); head; head = line.ready.pop()) {
+    for (;;) {
+      const head = line.ready.peek();
+      if (this.coldFirst(line, head)) {
+        const cold = line.cold!;
+        const row = cold.next++;
+        const jobId = cold.jobs.jobIdAt(row);
+        if (line.taken.has(jobId) || !this.liveCold(cold.jobs, row, jobId)) continue;
+        line.taken.add(jobId);
+        return jobId;
+      }
+      if (head === undefined) return undefined;
+      line.ready.pop();
       if (line.taken.has(head.jobId) || !this.liveRecord(head)) continue;
       line.taken.add(head.jobId);
       return head.jobId;
     }
-    return undefined;
   }
 
   /**
@@ -246,6 +291,27 @@ export class QueueOrder {
       const runAtMs = runAtOf(record);
       if (runAtMs <= now) ready.push({ jobId: entry.jobId, ...orderKeyOf(record) });
       else delayed.push({ jobId: entry.jobId, runAtMs });
+    }
+    // Cold rows are read from their columns: a snapshot does not make a million objects.
+    const cold = line.cold;
+    if (cold !== undefined) {
+      const c = cold.jobs.columns;
+      for (let row = cold.next; row < cold.end; row++) {
+        if (!cold.jobs.isKnownByRow(row)) continue;
+        const jobId = cold.jobs.jobIdAt(row);
+        if (seen.has(jobId)) continue;
+        if (cold.jobs.isCold(row)) {
+          seen.add(jobId);
+          ready.push({ jobId, priority: c.priority[row]!, position: c.position[row]!, seq: c.submitSeq[row]! });
+          continue;
+        }
+        const record = this.queuedRecord(jobId);
+        if (!record) continue;
+        seen.add(jobId);
+        const runAtMs = runAtOf(record);
+        if (runAtMs <= now) ready.push({ jobId, ...orderKeyOf(record) });
+        else delayed.push({ jobId, runAtMs });
+      }
     }
     ready.sort(compareOrder);
     delayed.sort((a, b) => a.runAtMs - b.runAtMs || (a.jobId < b.jobId ? -1 : 1));

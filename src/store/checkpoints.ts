@@ -17,28 +17,41 @@
  * is written either way; the tail replay from the seal's sequence skips what a newer record
  * already holds (idempotent by the record's own sequence).
  */
-import { createReadStream } from 'node:fs';
-import { mkdir, open, rename, rm, truncate, type FileHandle } from 'node:fs/promises';
+import { mkdir, open, readFile, rename, rm, truncate, type FileHandle } from 'node:fs/promises';
+import { endianness } from 'node:os';
 import { dirname } from 'node:path';
 import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
 import { JobDefaults } from '../commands/limits.js';
 import { NO_EVENTS, type EvictedLine, type HistoryEntry, type JobRecord } from './job-store.js';
-import { fingerprintFromText, fingerprintToText } from './evicted-index.js';
+import { fingerprintFromText, fingerprintOf, fingerprintToText, type Fingerprint } from './evicted-index.js';
+import { ColdJobs, type ColdColumns } from './cold-jobs.js';
 import type { AggregateRecord } from './aggregate-store.js';
 
-/** 7: evicted jobs (compact lines; a segment's names the job whose earlier record it ends). 6: a job's depends_on after its concurrency_key. 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
-const FORMAT = 7;
+/** 8: queued jobs as a binary block of columns and record lines (cold-jobs.ts). 7: evicted jobs (compact lines; a segment's names the job whose earlier record it ends). 6: a job's depends_on after its concurrency_key. 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
+const FORMAT = 8;
+/** Formats read as well: 7's lines are 8's without a cold block (a restart after the upgrade does not fold the whole log). */
+const READABLE_FORMATS: readonly number[] = [7, FORMAT];
 /** Records per line and per write: large enough to be fast, small enough not to stall commands. */
 const CHUNK_RECORDS = 2_000;
-/** When the file is rewritten whole: it holds more than `ratio` times the live records, plus `slack`. */
+/**
+ * When the file is rewritten whole: it holds more than `ratio` times the live records, plus
+ * `slack`; or its segments (written after the last whole write) hold more than `segmentShare`
+ * of the live records, plus `slack`. Segments are lines of JSON, restored as objects (~3.5 µs a
+ * record); a whole rewrite puts queued jobs in the cold block, restored in bulk: so a node filled
+ * after its last whole write (a million jobs submitted after a start on an empty file) restarts
+ * from its cold block, not from a million lines.
+ */
 export interface CompactionPolicy {
   readonly ratio: number;
   readonly slack: number;
+  readonly segmentShare?: number;
 }
-const DEFAULT_COMPACTION: CompactionPolicy = { ratio: 2, slack: 10_000 };
+const DEFAULT_COMPACTION: CompactionPolicy = { ratio: 2, slack: 10_000, segmentShare: 0.25 };
 
 interface CheckpointHeader {
   readonly format: number;
+  /** The byte order of the binary block's columns (this machine's; another's checkpoint is not used). */
+  readonly endian?: 'LE' | 'BE';
   readonly versions: typeof MACHINE_VERSIONS;
   readonly stream_created: string;
 }
@@ -67,6 +80,17 @@ function fromEvictedTuple(tuple: EvictedTuple): EvictedLine {
   return { fingerprints: fingerprints.map(fingerprintFromText), status, outcome, queue, positions };
 }
 
+/**
+ * The line before the binary block of cold jobs (cold-jobs.ts): the block follows it, `bytes`
+ * long, then a newline. The block: per row the fingerprint (4 × u32), then columns of f64
+ * (priority, position, submit sequence, run_at in ms), the record lines' end offsets (u32),
+ * then the record lines themselves. Rows are grouped by queue (`ranges`) and, within a queue,
+ * in queue order. Only a whole rewrite writes it, in its first and only segment.
+ */
+interface ColdLine {
+  readonly cold: { readonly rows: number; readonly queues: readonly string[]; readonly ranges: readonly (readonly [number, number])[]; readonly bytes: number };
+}
+
 interface SealLine {
   /** Every event up to this stream sequence is in the records so far. */
   readonly seal: number;
@@ -74,11 +98,16 @@ interface SealLine {
   readonly records: number;
   /** Evicted jobs in the segment this line ends (absent: none). */
   readonly evicted_jobs?: number;
+  /** Rows of the cold block in the segment this line ends (absent: none). */
+  readonly cold_jobs?: number;
 }
 
 export interface Checkpoint {
   readonly seq: number;
+  /** The records held as lines (every job but the cold ones). */
   readonly records: readonly JobRecord[];
+  /** Queued jobs held as a block (rows a later segment superseded have left it). */
+  readonly cold: ColdJobs | undefined;
   /** The non-job aggregates (queues, reservations, ...) as of the last seal: few, so each segment holds them all. */
   readonly aggregates: readonly AggregateRecord[];
   /** Jobs whose bodies were evicted (compact entries). */
@@ -87,6 +116,8 @@ export interface Checkpoint {
   readonly recordsInFile: number;
   /** Byte length of the sealed part: anything after it is a torn segment. */
   readonly sealedBytes: number;
+  /** Record lines in the segments after the first (the last whole write). */
+  readonly recordsInSegments: number;
 }
 
 /** What the writer needs of the job store. */
@@ -94,8 +125,28 @@ export interface CheckpointSource {
   readonly size: number;
   readonly evictedCount: number;
   get(jobId: string): JobRecord | undefined;
-  values(): IterableIterator<JobRecord>;
+  /** The jobs held as objects, and how many. */
+  warmValues(): IterableIterator<JobRecord>;
+  readonly warmSize: number;
+  /** The cold jobs, copied as they are. */
+  readonly cold: ColdJobs | undefined;
   evictedLines(): EvictedLine[];
+}
+
+/** Every record of a checkpoint, the cold ones decoded (tests and tools; a node keeps them cold). */
+export function checkpointRecords(checkpoint: Checkpoint): JobRecord[] {
+  const cold = checkpoint.cold;
+  return cold === undefined ? [...checkpoint.records] : [...checkpoint.records, ...[...cold.coldRows()].map((row) => cold.recordAt(row))];
+}
+
+/**
+ * Whether a record can be held cold: queued, unkeyed (the key index holds every keyed job),
+ * without dependencies, and nothing after job.submitted (flow counts read claims from history).
+ * Whether it is due is decided when it is read back (a job not yet due is restored as an object).
+ */
+function isColdable(record: JobRecord): boolean {
+  const { value, context } = record.state.job;
+  return value === 'queued' && context.key === null && context.depends_on === null && record.later.length === 0;
 }
 
 /**
@@ -151,6 +202,10 @@ function toLine(record: JobRecord): RecordLine {
   ] as RecordLine;
 }
 
+function decodeRecord(text: string): JobRecord {
+  return fromLine(JSON.parse(text) as RecordLine);
+}
+
 function fromLine(line: RecordLine): JobRecord {
   const [jobId, queue, seq, submitSeq, submitId, later, status, key, params, priority, position, runAt, maxAttempts, backoff, attempt, retryOf, createdAt, finishedAt, endReason, run, concurrencyKey, dependsOn, commandHash] = line;
   const context: JobContext = {
@@ -201,6 +256,122 @@ async function writeEvicted(file: FileHandle, tuples: readonly EvictedTuple[]): 
   return tuples.length;
 }
 
+/** One row of the cold block being written. */
+interface ColdRow {
+  readonly fp: Fingerprint | Uint32Array;
+  readonly priority: number;
+  readonly position: number;
+  readonly submitSeq: number;
+  readonly runAtMs: number;
+  readonly line: Buffer;
+}
+
+function compareColdRows(a: ColdRow, b: ColdRow): number {
+  return a.priority - b.priority || a.position - b.position || a.submitSeq - b.submitSeq;
+}
+
+/** Collects the rows of the cold block by queue, then writes them in queue order. */
+class ColdRowsBuilder {
+  private readonly byQueue = new Map<string, ColdRow[]>();
+
+  private rowsOf(queue: string): ColdRow[] {
+    let rows = this.byQueue.get(queue);
+    if (!rows) this.byQueue.set(queue, (rows = []));
+    return rows;
+  }
+
+  addRecord(record: JobRecord, fp: Fingerprint): void {
+    const c = record.state.job.context;
+    this.rowsOf(record.queue).push({
+      fp,
+      priority: c.priority,
+      position: c.position ?? record.submitSeq,
+      submitSeq: record.submitSeq,
+      runAtMs: Date.parse(c.run_at),
+      line: Buffer.from(JSON.stringify(toLine(record))),
+    });
+  }
+
+  addRow(cold: ColdJobs, row: number): void {
+    const c = cold.columns;
+    this.rowsOf(cold.queueAt(row)).push({ fp: c.fingerprints.subarray(row * 4, row * 4 + 4), priority: c.priority[row]!, position: c.position[row]!, submitSeq: c.submitSeq[row]!, runAtMs: c.runAtMs[row]!, line: cold.lineAt(row) });
+  }
+
+  /** Writes the block (nothing when there are no rows); returns its rows. */
+  async write(file: FileHandle): Promise<number> {
+    const queues = [...this.byQueue.keys()];
+    const ranges: [number, number][] = [];
+    const rows: ColdRow[] = [];
+    for (const queue of queues) {
+      // Mostly in order already (submit order): the sort's runs make it close to linear.
+      const sorted = this.byQueue.get(queue)!.sort(compareColdRows);
+      ranges.push([rows.length, rows.length + sorted.length]);
+      for (const row of sorted) rows.push(row);
+    }
+    const n = rows.length;
+    if (n === 0) return 0;
+    const fingerprints = new Uint32Array(n * 4);
+    const priority = new Float64Array(n);
+    const position = new Float64Array(n);
+    const submitSeq = new Float64Array(n);
+    const runAtMs = new Float64Array(n);
+    const bodyEnds = new Uint32Array(n);
+    let end = 0;
+    rows.forEach((row, i) => {
+      fingerprints.set(row.fp, i * 4);
+      priority[i] = row.priority;
+      position[i] = row.position;
+      submitSeq[i] = row.submitSeq;
+      runAtMs[i] = row.runAtMs;
+      end += row.line.length;
+      bodyEnds[i] = end;
+    });
+    const columns = [fingerprints, priority, position, submitSeq, runAtMs, bodyEnds].map((a) => Buffer.from(a.buffer, a.byteOffset, a.byteLength));
+    const bytes = columns.reduce((sum, b) => sum + b.length, 0) + end;
+    await file.write(`${JSON.stringify({ cold: { rows: n, queues, ranges, bytes } } satisfies ColdLine)}\n`);
+    for (const column of columns) await file.write(column);
+    const BATCH = 1 << 22;
+    let batch: Buffer[] = [];
+    let batchBytes = 0;
+    for (const row of rows) {
+      batch.push(row.line);
+      batchBytes += row.line.length;
+      if (batchBytes >= BATCH) {
+        await file.write(Buffer.concat(batch, batchBytes));
+        batch = [];
+        batchBytes = 0;
+      }
+    }
+    if (batchBytes > 0) await file.write(Buffer.concat(batch, batchBytes));
+    await file.write('\n');
+    return n;
+  }
+}
+
+/** Reads a cold block (`bytes` of `data` from `start`) into columns. */
+function readColdBlock(line: ColdLine, data: Buffer, start: number): ColdColumns {
+  const { rows: n, queues, ranges, bytes } = line.cold;
+  let at = start;
+  // Copied into arrays of their own: typed arrays need aligned offsets, which a file's are not.
+  const take = <T>(make: (n: number) => T & { buffer: ArrayBufferLike; byteLength: number }, count: number): T => {
+    const array = make(count);
+    new Uint8Array(array.buffer).set(data.subarray(at, at + array.byteLength));
+    at += array.byteLength;
+    return array;
+  };
+  const fingerprints = take((k) => new Uint32Array(k), n * 4);
+  const priority = take((k) => new Float64Array(k), n);
+  const position = take((k) => new Float64Array(k), n);
+  const submitSeq = take((k) => new Float64Array(k), n);
+  const runAtMs = take((k) => new Float64Array(k), n);
+  const bodyEnds = take((k) => new Uint32Array(k), n);
+  if (at - start + (n === 0 ? 0 : bodyEnds[n - 1]!) !== bytes) throw new Error('cold block: lengths do not add up');
+  // The record lines are kept apart from the rest of the file, which need not stay in memory.
+  const lines = data.subarray(at, start + bytes);
+  const bodies = lines.length * 2 < data.length ? Buffer.from(lines) : lines;
+  return { queues, ranges, fingerprints, priority, position, submitSeq, runAtMs, bodyEnds, bodies };
+}
+
 /**
  * The checkpoint file of one node: tracks which jobs changed since the last write and writes
  * them as the next segment. Not re-entrant: the caller serialises writes.
@@ -211,6 +382,8 @@ export class CheckpointFile {
   private evictions = new Map<string, EvictedLine>();
   /** Record lines in the file; undefined until the file is known good (forces a full write). */
   private recordsInFile: number | undefined;
+  /** Record lines in the segments after the last whole write. */
+  private recordsInSegments = 0;
 
   constructor(
     readonly path: string,
@@ -235,6 +408,7 @@ export class CheckpointFile {
       // A torn segment at the end is cut off, so the next segment follows a sealed one.
       await truncate(this.path, checkpoint.sealedBytes);
       this.recordsInFile = checkpoint.recordsInFile;
+      this.recordsInSegments = checkpoint.recordsInSegments;
     }
     return checkpoint;
   }
@@ -246,11 +420,15 @@ export class CheckpointFile {
     const evictions = this.evictions;
     this.evictions = new Map();
     // Evicted jobs count as records: a file of mostly evicted jobs is not rewritten on every write.
-    const full = this.recordsInFile === undefined || this.recordsInFile + ids.size + evictions.size > this.compaction.ratio * (store.size + store.evictedCount) + this.compaction.slack;
+    const live = store.size + store.evictedCount;
+    const changes = ids.size + evictions.size;
+    const { ratio, slack, segmentShare = Infinity } = this.compaction;
+    const full = this.recordsInFile === undefined || this.recordsInFile + changes > ratio * live + slack || this.recordsInSegments + changes > segmentShare * live + slack;
     try {
       if (full) {
         const records = await this.writeWhole(seq, store, aggregates);
         this.recordsInFile = records;
+        this.recordsInSegments = 0;
         return { records, full };
       }
       const file = await open(this.path, 'a');
@@ -262,6 +440,7 @@ export class CheckpointFile {
         await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
         await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }) } satisfies SealLine)}\n`);
         this.recordsInFile! += records + evicted;
+        this.recordsInSegments += records + evicted;
         return { records, full };
       } finally {
         await file.close();
@@ -280,23 +459,39 @@ export class CheckpointFile {
     const tmp = `${this.path}.${process.pid}.tmp`;
     const file = await open(tmp, 'w');
     try {
-      const header: CheckpointHeader = { format: FORMAT, versions: MACHINE_VERSIONS, stream_created: this.streamCreated };
+      const header: CheckpointHeader = { format: FORMAT, endian: endianness(), versions: MACHINE_VERSIONS, stream_created: this.streamCreated };
       await file.write(`${JSON.stringify(header)}\n`);
       // Jobs created while this runs are in the next segment: stop at the ones there now, or a
       // busy node's Map iteration (which visits entries added meanwhile) would never end.
+      const coldRows = new ColdRowsBuilder();
+      // The rows cold now are written from their bytes even if read meanwhile (the writes below
+      // yield to commands): a job read but not changed would otherwise be in neither part.
+      const cold = store.cold;
+      const coldNow = cold === undefined ? [] : Array.from(cold.coldRows());
+      const wasCold = new Uint8Array(cold?.rows ?? 0);
+      for (const row of coldNow) wasCold[row] = 1;
       const records = await writeRecords(file, (function* () {
-        let left = store.size;
-        for (const record of store.values()) {
+        let left = store.warmSize;
+        for (const record of store.warmValues()) {
           if (left-- <= 0) return;
-          yield record;
+          if (!isColdable(record)) {
+            yield record;
+            continue;
+          }
+          const fp = fingerprintOf(record.jobId);
+          // Read (unchanged: a change would make it not coldable) since the rows were listed: its row is written.
+          const row = cold === undefined ? -1 : cold.rowOf(fp);
+          if (row < 0 || wasCold[row] === 0) coldRows.addRecord(record, fp);
         }
       })());
+      for (const row of coldNow) coldRows.addRow(cold!, row);
+      const coldJobs = await coldRows.write(file);
       const evicted = await writeEvicted(file, store.evictedLines().map((line) => toEvictedTuple(0, line)));
       await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
-      await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }) } satisfies SealLine)}\n`);
+      await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }), ...(coldJobs === 0 ? {} : { cold_jobs: coldJobs }) } satisfies SealLine)}\n`);
       await file.close();
       await rename(tmp, this.path);
-      return records + evicted;
+      return records + evicted + coldJobs;
     } catch (err) {
       await file.close().catch(() => undefined);
       await rm(tmp, { force: true });
@@ -307,10 +502,10 @@ export class CheckpointFile {
 
 /** The checkpoint at `path` if it is usable for this stream and these machines; otherwise null. */
 export async function readCheckpoint(path: string, streamCreated: string): Promise<Checkpoint | null> {
-  let input: ReturnType<typeof createReadStream>;
+  let data: Buffer;
   try {
-    input = createReadStream(path, { highWaterMark: 1 << 22 });
-    await new Promise<void>((resolve, reject) => input.once('open', () => resolve()).once('error', reject));
+    // Read whole: the cold block is most of a large file, and its record lines stay in memory.
+    data = await readFile(path);
   } catch {
     return null;
   }
@@ -322,33 +517,67 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
     const evictedById = new Map<string, EvictedLine>();
     let pendingAggregates: readonly AggregateRecord[] | undefined;
     let aggregates: readonly AggregateRecord[] = [];
+    let pendingCold: ColdJobs | undefined;
+    let cold: ColdJobs | undefined;
     let seq: number | undefined;
     let recordsInFile = 0;
+    let recordsInFirst: number | undefined;
     let sealedBytes = 0;
-    const line = (text: string, endOffset: number): boolean => {
+    /** A record or eviction in a later segment supersedes the job's cold row. */
+    const supersede = (jobId: string): void => {
+      if (cold === undefined) return;
+      const row = cold.rowOf(fingerprintOf(jobId));
+      if (row >= 0) cold.leave(row);
+    };
+    // Lines are split on the bytes (a newline byte never occurs inside UTF-8 text); a cold
+    // block's bytes are skipped by their length.
+    let start = 0;
+    for (let nl = data.indexOf(10, start); nl >= 0; nl = data.indexOf(10, start)) {
+      const text = data.toString('utf8', start, nl);
+      start = nl + 1;
+      if (text.length === 0) continue;
       if (!header) {
         header = JSON.parse(text) as CheckpointHeader;
-        return header.format === FORMAT && header.stream_created === streamCreated && JSON.stringify(header.versions) === JSON.stringify(MACHINE_VERSIONS);
+        if (!READABLE_FORMATS.includes(header.format) || header.stream_created !== streamCreated || (header.endian ?? 'LE') !== endianness() || JSON.stringify(header.versions) !== JSON.stringify(MACHINE_VERSIONS)) return null;
+        continue;
       }
-      const parsed = JSON.parse(text) as RecordLine[] | SealLine | AggregatesLine | EvictedLines;
+      const parsed = JSON.parse(text) as RecordLine[] | SealLine | AggregatesLine | EvictedLines | ColdLine;
       if (Array.isArray(parsed)) {
         for (const item of parsed) pending.push(fromLine(item));
-        return true;
+        continue;
       }
       if ('aggregates' in parsed) {
         pendingAggregates = parsed.aggregates;
-        return true;
+        continue;
       }
       if ('evicted' in parsed) {
         pendingEvicted.push(...parsed.evicted);
-        return true;
+        continue;
+      }
+      if ('cold' in parsed) {
+        // Only a whole rewrite's one segment holds a block; its end must be in the file.
+        if (seq !== undefined || pendingCold !== undefined || start + parsed.cold.bytes >= data.length || data[start + parsed.cold.bytes] !== 10) return null;
+        pendingCold = new ColdJobs(readColdBlock(parsed, data, start), decodeRecord);
+        start += parsed.cold.bytes + 1;
+        continue;
       }
       // A seal whose count does not match its segment: a foreign or damaged file.
-      if (parsed.records !== pending.length || (parsed.evicted_jobs ?? 0) !== pendingEvicted.length) return false;
-      for (const record of pending) byJob.set(record.jobId, record);
+      if (parsed.records !== pending.length || (parsed.evicted_jobs ?? 0) !== pendingEvicted.length || (parsed.cold_jobs ?? 0) !== (pendingCold?.rows ?? 0)) return null;
+      if (pendingCold !== undefined) {
+        cold = pendingCold;
+        recordsInFile += cold.rows;
+        pendingCold = undefined;
+      }
+      for (const record of pending) {
+        byJob.set(record.jobId, record);
+        supersede(record.jobId);
+      }
       for (const tuple of pendingEvicted) {
         // Its earlier record (in this segment or before) ends here; a later segment's record is its body read back and changed.
-        if (tuple[0] !== 0) byJob.delete(tuple[0]);
+        if (tuple[0] !== 0) {
+          byJob.delete(tuple[0]);
+          supersede(tuple[0]);
+        }
         evictedById.set(tuple[1][0]!, fromEvictedTuple(tuple));
       }
       recordsInFile += pendingEvicted.length;
@@ -358,30 +587,15 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
       recordsInFile += pending.length;
       pending = [];
       seq = parsed.seal;
-      sealedBytes = endOffset;
-      return true;
-    };
-    // Lines are split on the bytes (a newline byte never occurs inside UTF-8 text).
-    let rest: Buffer = Buffer.alloc(0);
-    let restOffset = 0;
-    for await (const chunk of input as AsyncIterable<Buffer>) {
-      const data = rest.length === 0 ? chunk : Buffer.concat([rest, chunk]);
-      let start = 0;
-      for (let nl = data.indexOf(10); nl >= 0; nl = data.indexOf(10, start)) {
-        if (nl > start && !line(data.toString('utf8', start, nl), restOffset + nl + 1)) return null;
-        start = nl + 1;
-      }
-      restOffset += start;
-      rest = data.subarray(start);
+      recordsInFirst ??= recordsInFile;
+      sealedBytes = start;
     }
-    // `rest` is a line without its newline: part of a torn segment, never sealed.
+    // What follows the last newline is a line cut short: part of a torn segment, never sealed.
     if (seq === undefined) return null;
-    return { seq, records: [...byJob.values()], aggregates, evicted: [...evictedById.values()], recordsInFile, sealedBytes };
+    return { seq, records: [...byJob.values()], cold, aggregates, evicted: [...evictedById.values()], recordsInFile, sealedBytes, recordsInSegments: recordsInFile - (recordsInFirst ?? 0) };
   } catch {
     // A torn segment's half line, or a foreign file: what was sealed before it stands, unless
     // nothing was. A parse error inside the sealed part cannot be told apart, so fold from zero.
     return null;
-  } finally {
-    input.destroy();
   }
 }

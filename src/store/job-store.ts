@@ -7,6 +7,7 @@
  */
 import { evolveJob, INITIAL_JOB_STATE, JOB_EVENT_TYPES, type Envelope, type JobEvent, type JobState, type Position } from '../../machines/index.js';
 import { eventIdOf, isEventIdOf } from '../ids.js';
+import type { ColdJobs } from './cold-jobs.js';
 import { EvictedIndex, fingerprintOf, submitEventFingerprintOf, type EvictedEntry, type EvictedJob, type Fingerprint } from './evicted-index.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
@@ -124,25 +125,58 @@ export class JobStore {
   private readonly evictedIndex = new EvictedIndex();
   private readonly evictionListeners: EvictionListener[] = [];
   private readonly reinstateListeners: ((record: JobRecord) => void)[] = [];
+  /** Queued jobs restored from a checkpoint and not yet read (cold-jobs.ts): objects on first read. */
+  private coldJobs: ColdJobs | undefined;
   /** Events the machines refused while folding the log (a tampered log; `docket audit` names them). */
   refused = 0;
 
   get size(): number {
-    return this.jobs.size;
+    return this.jobs.size + (this.coldJobs?.size ?? 0);
   }
 
   /** The job's body; undefined when no job has this id or its body was evicted (see `evicted`). */
   get(jobId: string): JobRecord | undefined {
-    return this.jobs.get(jobId);
+    return this.jobs.get(jobId) ?? this.warm(jobId);
   }
 
   /** Whether a job with this id exists (its body in memory or evicted): what keeps derived ids unique. */
   has(jobId: string): boolean {
-    return this.jobs.has(jobId) || this.evicted(jobId) !== undefined;
+    return this.jobs.has(jobId) || this.coldRowOf(jobId) >= 0 || this.evicted(jobId) !== undefined;
+  }
+
+  /** Holds the cold jobs of a checkpoint (its rows superseded by newer records already left out). */
+  restoreCold(cold: ColdJobs): void {
+    this.coldJobs = cold;
+  }
+
+  /** The cold rows (for the checkpoint writer, which copies them as they are). */
+  get cold(): ColdJobs | undefined {
+    return this.coldJobs;
+  }
+
+  /** The row of a job still cold, or -1. */
+  private coldRowOf(jobId: string): number {
+    const cold = this.coldJobs;
+    if (cold === undefined || cold.size === 0) return -1;
+    const row = cold.rowOf(fingerprintOf(jobId));
+    return row >= 0 && cold.isCold(row) ? row : -1;
+  }
+
+  /**
+   * Makes a cold job an object, heard by no listener: no projection lost it (they know it from
+   * the columns), and the checkpoint holds it already.
+   */
+  private warm(jobId: string): JobRecord | undefined {
+    const row = this.coldRowOf(jobId);
+    if (row < 0) return undefined;
+    const record = this.coldJobs!.materialise(row);
+    this.jobs.set(record.jobId, record);
+    return record;
   }
 
   /** The job's status, its body in memory or evicted. */
   statusOf(jobId: string): JobRecord['state']['job']['value'] | undefined {
+    if (this.coldRowOf(jobId) >= 0) return 'queued';
     const record = this.jobs.get(jobId);
     if (record) return record.state.job.value;
     const row = this.evictedIndex.rowOf(fingerprintOf(jobId));
@@ -151,6 +185,8 @@ export class JobStore {
 
   /** The job's queue, its body in memory or evicted. */
   queueOf(jobId: string): string | undefined {
+    const row = this.coldRowOf(jobId);
+    if (row >= 0) return this.coldJobs!.queueAt(row);
     return this.jobs.get(jobId)?.queue ?? this.evicted(jobId)?.queue;
   }
 
@@ -229,8 +265,29 @@ export class JobStore {
     return jobId === undefined ? undefined : this.jobs.get(jobId);
   }
 
+  /** Every job whose body is in memory: cold jobs are made objects first (a scan of all jobs is O(jobs) anyway). */
   values(): IterableIterator<JobRecord> {
+    const cold = this.coldJobs;
+    if (cold !== undefined && cold.size > 0) {
+      for (const row of cold.coldRows()) {
+        const record = cold.materialise(row);
+        this.jobs.set(record.jobId, record);
+      }
+    }
     return this.jobs.values();
+  }
+
+  /**
+   * The jobs held as objects, without the cold ones: for a scan that looks only for jobs that
+   * are not queued (running, failed, waiting on dependencies), since every cold job is queued.
+   */
+  warmValues(): IterableIterator<JobRecord> {
+    return this.jobs.values();
+  }
+
+  /** Jobs held as objects (the rest of `size` is cold). */
+  get warmSize(): number {
+    return this.jobs.size;
   }
 
   onChange(listener: JobChangeListener): void {
@@ -245,7 +302,8 @@ export class JobStore {
 
   /** Folds one recorded event into its job. Idempotent by the event's position. */
   apply(recorded: RecordedJobEvent): ApplyResult {
-    const before = this.jobs.get(recorded.jobId);
+    // A job.submitted never finds a cold job (its id is checked before it is decided; the tail starts after the checkpoint).
+    const before = recorded.event.type === 'job.submitted' ? this.jobs.get(recorded.jobId) : this.get(recorded.jobId);
     // Only an evicted job gets events with no body here; a job.submitted never does (its id is checked before it is decided), so the hot path computes no fingerprint.
     if (!before && this.evictedIndex.size > 0 && recorded.event.type !== 'job.submitted') {
       const row = this.evictedIndex.rowOf(fingerprintOf(recorded.jobId));

@@ -3,13 +3,13 @@
  * wins, a torn segment is ignored and cut off, the file is rewritten whole when it outgrows the
  * live records, and a file for another stream is not used.
  */
-import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { appendFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { INITIAL_JOB_STATE } from '../../machines/index.js';
-import { CheckpointFile, readCheckpoint } from '../../src/store/checkpoints.js';
+import { CheckpointFile, checkpointRecords, readCheckpoint } from '../../src/store/checkpoints.js';
 import { JobStore, type EvictedLine, type JobRecord } from '../../src/store/job-store.js';
 import { JOB_ID, QUEUE, at, jobEvent, makeJobEventSequenceArb } from '../support/arbitraries.js';
 import { fingerprintOf } from '../../src/store/evicted-index.js';
@@ -25,9 +25,13 @@ class Records {
   get(jobId: string): JobRecord | undefined {
     return this.jobs.get(jobId);
   }
-  values(): IterableIterator<JobRecord> {
+  warmValues(): IterableIterator<JobRecord> {
     return this.jobs.values();
   }
+  get warmSize(): number {
+    return this.jobs.size;
+  }
+  readonly cold = undefined;
   readonly evictedCount = 0;
   evictedLines(): EvictedLine[] {
     return [];
@@ -107,6 +111,24 @@ describe('checkpoint file', () => {
     expect(seqs((await readCheckpoint(path, STREAM_CREATED))!.records)).toEqual({ j1: 7, j2: 5, j3: 6 });
   });
 
+  test('segments holding more than segmentShare of the live records (plus slack) are folded into a whole rewrite, also counted across a read', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const policy = { ratio: 100, slack: 0, segmentShare: 0.5 };
+    const file = new CheckpointFile(path, STREAM_CREATED, policy);
+    const store = new Records();
+    for (let i = 1; i <= 4; i++) store.put(file, `j${i}`, i);
+    expect((await file.write(4, store)).full).toBe(true);
+    store.put(file, 'j1', 5);
+    expect(await file.write(5, store)).toEqual({ records: 1, full: false });
+    // A new file object reads the segment count back: 1 + 2 changes > 0.5 x 5 live.
+    const next = new CheckpointFile(path, STREAM_CREATED, policy);
+    expect((await next.read())?.recordsInSegments).toBe(1);
+    store.put(next, 'j2', 6);
+    store.put(next, 'j5', 7);
+    expect(await next.write(7, store)).toEqual({ records: 5, full: true });
+    expect((await readCheckpoint(path, STREAM_CREATED))?.recordsInSegments).toBe(0);
+  });
+
   test('an evicted job: a segment ends its earlier record and keeps its compact entry; a whole rewrite keeps the entry alone', async () => {
     const path = join(dir, 'checkpoint.json');
     const file = new CheckpointFile(path, STREAM_CREATED, { ratio: 100, slack: 0 });
@@ -122,7 +144,7 @@ describe('checkpoint file', () => {
     expect(await file.write(3, store)).toEqual({ records: 0, full: false });
 
     const read = (await readCheckpoint(path, STREAM_CREATED))!;
-    expect(read.records.map((r) => r.jobId)).toEqual(['kept']);
+    expect(checkpointRecords(read).map((r) => r.jobId)).toEqual(['kept']);
     expect(read.evicted).toEqual([{ fingerprints: [fingerprintOf('gone')], queue: QUEUE, status: 'cancelled', outcome: 'cancelled', positions: [1, 2] }]);
     const restored = new JobStore();
     for (const line of read.evicted) restored.restoreEvicted(line);
@@ -133,7 +155,7 @@ describe('checkpoint file', () => {
     const whole = new CheckpointFile(join(dir, 'whole.json'), STREAM_CREATED);
     await whole.write(3, store);
     const again = (await readCheckpoint(join(dir, 'whole.json'), STREAM_CREATED))!;
-    expect(again.records.map((r) => r.jobId)).toEqual(['kept']);
+    expect(checkpointRecords(again).map((r) => r.jobId)).toEqual(['kept']);
     expect(again.evicted).toEqual(read.evicted);
     expect(await readFile(join(dir, 'whole.json'), 'utf8')).not.toContain('"gone"');
   });
@@ -149,6 +171,22 @@ describe('checkpoint file', () => {
     await appendFile(path, `${chunkLine}\n${JSON.stringify({ seal: 2, records: 2 })}\n`);
     expect(await readCheckpoint(path, STREAM_CREATED)).toBeNull();
     expect(await readCheckpoint(join(dir, 'missing.json'), STREAM_CREATED)).toBeNull();
+  });
+
+  test('a format 7 file (lines only, no cold block) is still read; format 6 is not', async () => {
+    const path = join(dir, 'checkpoint.json');
+    const file = new CheckpointFile(path, STREAM_CREATED);
+    const store = new Records();
+    store.put(file, 'j1', 1);
+    await file.write(1, store);
+    const [header, ...rest] = (await readFile(path, 'utf8')).split('\n');
+    const asFormat = async (format: number) => {
+      const { endian: _endian, ...old } = JSON.parse(header!) as Record<string, unknown>;
+      await writeFile(path, [JSON.stringify({ ...old, format }), ...rest].join('\n'));
+      return readCheckpoint(path, STREAM_CREATED);
+    };
+    expect(seqs((await asFormat(7))!.records)).toEqual({ j1: 1 });
+    expect(await asFormat(6)).toBeNull();
   });
 
   test('property: records folded from random histories come back from the file equal, field for field', async () => {
@@ -167,7 +205,7 @@ describe('checkpoint file', () => {
         }
         await file.write(seq, store);
         const read = await readCheckpoint(path, STREAM_CREATED);
-        const byId = new Map(read!.records.map((r) => [r.jobId, r]));
+        const byId = new Map(checkpointRecords(read!).map((r) => [r.jobId, r]));
         expect(byId.size).toBe(store.size);
         for (const record of store.values()) expect(byId.get(record.jobId)).toEqual(record);
       }),
