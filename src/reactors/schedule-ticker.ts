@@ -46,10 +46,12 @@ const PASS_SLICE = 1_000;
 /** A timer further out than this is re-armed then (setTimeout's range; a clock moved by hand). */
 const MAX_TIMER_MS = 60_000;
 /**
- * Fire ahead: how long before its due time a tick is decided when mayFireAhead allows. Long
- * enough for a pass of 10,000 schedules to commit its fires and jobs before the tick; short
- * enough that a change made that close to a tick is a change "at" it. Less than a second (the
- * closest two ticks of a cron can be), so a pass decides at most one tick ahead per schedule.
+ * Fire ahead: how long before its due time a tick is decided when mayFireAhead allows. Meant to
+ * let a pass commit its fires and jobs before the tick (1,000 every-second schedules do with
+ * room to spare; 10,000 need ~550 ms of node CPU, more than a loaded machine gives: README
+ * "Performance"); short enough that a change made that close to a tick is a change "at" it.
+ * Less than a second (the closest two ticks of a cron can be), so a pass decides at most one
+ * tick ahead per schedule that is not allow_all.
  */
 export const FIRE_AHEAD_MS = 500;
 /** Fired jobs per submit_batch request: a request to a queue's leader elsewhere stays well under NATS's max payload. */
