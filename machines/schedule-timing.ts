@@ -403,6 +403,12 @@ export interface PlanInput {
   readonly enabledSince: string | null;
   readonly now: number;
   /**
+   * Fire ahead (the ticker's lead): ticks due after `now` up to this instant are decided now as
+   * if due (their jobs become claimable at their due time, README "Schedules"). Every other rule
+   * (catch-up, window, end, overlap) reads `now`. Absent or at most `now`: nothing ahead.
+   */
+  readonly decideUntil?: number;
+  /**
    * Since when ticks have been planned without a break (the ticker's start as `sys` leader):
    * ticks before it were due while no ticker ran, and the catch-up policy decides them.
    */
@@ -506,6 +512,7 @@ class StepList {
 export function planTicks(input: PlanInput): Plan {
   const { spec, seed, now, upSince, previousJobLive } = input;
   if (input.enabledSince === null) return EMPTY_PLAN;
+  const horizon = Math.max(now, input.decideUntil ?? now);
   const limits: PlanLimits = { ...ScheduleTiming, ...input.limits };
   const enabledSince = Date.parse(input.enabledSince);
   const endAt = spec.end_at ? Date.parse(spec.end_at) : Infinity;
@@ -543,7 +550,7 @@ export function planTicks(input: PlanInput): Plan {
     }
     const iso = toTick(tick);
     const dueAt = tick + jitterOf(spec.jitter_ms, seed, iso);
-    if (dueAt > now) {
+    if (dueAt > horizon) {
       nextDueAt = dueAt;
       break;
     }

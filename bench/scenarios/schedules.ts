@@ -5,8 +5,10 @@
  * its job stays queued, so the row measures the ticker, the sys writer and the submit path of
  * fired jobs, not a worker). After the puts and a warm-up, the node's CPU is measured over a
  * window; then the log is read and each tick of the window is matched with its job:
- * fire lag = the stored time of the commit holding the job's `job.submitted` minus the tick
- * (README "Performance"). A tick of the window without its job counts as `missing`.
+ * fire lag = the later of the stored time of the commit holding the job's `job.submitted` and
+ * the job's run_at, minus the tick: a tick fired ahead (the ticker's lead) is committed before
+ * its tick but claimable only at it, so it lags 0, never less (README "Performance"). A tick of
+ * the window without its job counts as `missing`.
  */
 import { connect } from '@nats-io/transport-node';
 import { measured, pool, sleep, percentile, type Group, type Measurement } from '../lib/harness.js';
@@ -19,7 +21,7 @@ interface ScheduleClient {
 }
 
 interface LoggedCommit {
-  readonly events: readonly { readonly type: string; readonly data: { readonly job_id?: string; readonly tick?: string; readonly schedule?: { readonly tick: string } } }[];
+  readonly events: readonly { readonly type: string; readonly data: { readonly job_id?: string; readonly tick?: string; readonly run_at?: string; readonly schedule?: { readonly tick: string } } }[];
 }
 
 const QUEUE = 'ticks';
@@ -55,7 +57,9 @@ async function lagsFromLog(url: string, fromTick: number, toTick: number, busyFr
             const tick = e.type === 'job.submitted' ? e.data.schedule?.tick : e.type === 'schedule.fired' ? e.data.tick : undefined;
             if (tick === undefined) continue;
             if (into === job && m.time >= busyFrom && m.time <= busyTo) committed += 1;
-            if (inWindow(tick)) into.push(m.time - Date.parse(tick));
+            // A job is there for a worker from the later of its commit and its run_at.
+            const ready = into === job && e.data.run_at !== undefined ? Math.max(m.time, Date.parse(e.data.run_at)) : m.time;
+            if (inWindow(tick)) into.push(ready - Date.parse(tick));
           }
         }
       }
@@ -124,14 +128,14 @@ export function schedulesGroup(env: BenchEnv): Group {
   const schedules = env.config.quick ? 1_000 : 10_000;
   const windowMs = env.config.quick ? 10_000 : 20_000;
   const title = `${schedules.toLocaleString('en-US')} schedules firing every second on one node (own job, allow_all, no worker), ${windowMs / 1000} s window`;
-  const note = 'lag = stored time of the commit holding the job.submitted minus the tick, every tick of the window (a tick without its job when the log is read counts the time until then); CPU = the node process over the window; µs per fire = that CPU over the fired jobs committed in the window';
+  const note = 'lag = the later of the stored time of the commit holding the job.submitted and its run_at, minus the tick, every tick of the window (a tick without its job when the log is read counts the time until then); CPU = the node process over the window; µs per fire = that CPU over the fired jobs committed in the window';
   return {
     name: 'schedules',
     systems: { docket: () => docketSchedules(env, schedules, windowMs) },
     rows: [
       { scenario: 'schedules.fire_lag_p99', title: `${title}: fire lag p99 (tick → job committed)`, unit: 'ms', better: 'lower', docket: 'docket.p99', target: { on: 'value', op: '<=', limit: 100, text: '≤ 100 ms' }, note },
       { scenario: 'schedules.fire_lag_p50', title: `${title}: fire lag p50`, unit: 'ms', better: 'lower', docket: 'docket.p50' },
-      { scenario: 'schedules.fire_commit_p99', title: `${title}: tick → schedule.fired committed, p99`, unit: 'ms', better: 'lower', docket: 'docket.fire_p99' },
+      { scenario: 'schedules.fire_commit_p99', title: `${title}: tick → schedule.fired committed, p99`, unit: 'ms', better: 'lower', docket: 'docket.fire_p99', note: 'negative: the fire was committed before its tick (fired ahead)' },
       { scenario: 'schedules.node_cpu', title: `${title}: the node's CPU`, unit: '% of a core', better: 'lower', docket: 'docket.node_cpu_pct' },
       { scenario: 'schedules.node_cpu_per_fire', title: `${title}: the node's CPU per fire (fire + job)`, unit: 'µs', better: 'lower', docket: 'docket.node_cpu_us_per_fire', note: 'at 10,000 fires per second one core sustains the rate only below 100 µs per fire' },
       { scenario: 'schedules.missing', title: `${title}: ticks of the window without their job`, unit: 'ticks', better: 'lower', docket: 'docket.missing', target: { on: 'value', op: '<=', limit: 0, text: 'none' } },

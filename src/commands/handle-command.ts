@@ -146,7 +146,14 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
  * commit failed with.
  */
 export async function createNewJobs(ctx: CommandContext, queue: string, events: readonly JobEventOf<'job.submitted'>[]): Promise<(JobRecord | Error)[]> {
-  const writer = await ctx.writer(queue);
+  return appendNewJobs(ctx, queue, await ctx.writer(queue), events);
+}
+
+/**
+ * createNewJobs once the writer is at hand: everything up to the writer's queueing runs
+ * synchronously (the caller's checks that no job holds these ids stay true until then).
+ */
+export async function appendNewJobs(ctx: CommandContext, queue: string, writer: PartitionWriter, events: readonly JobEventOf<'job.submitted'>[]): Promise<(JobRecord | Error)[]> {
   for (const event of events) {
     const decision = decideJob(INITIAL_JOB_STATE, event);
     if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { job_id: event.data.job_id } });

@@ -7,7 +7,7 @@
  * in as arguments. Nothing here is wired yet (it waits for the sys partition).
  */
 import type { BackoffPolicy, FireTrigger, JsonObject, ScheduleMissedData, ScheduleState, TemplateState } from '../../machines/index.js';
-import { EMPTY_PLAN, planTicks, toTick, type Plan } from '../../machines/schedule-timing.js';
+import { EMPTY_PLAN, jitterOf, planTicks, toTick, type Plan } from '../../machines/schedule-timing.js';
 import { scheduledJobId, triggeredJobId } from '../ids.js';
 
 /** The job a fire makes: a submit's fields, its derived id, and where it came from. */
@@ -24,6 +24,11 @@ export interface ScheduledJob {
   readonly schedule: string;
   readonly tick: string;
   readonly trigger: FireTrigger;
+  /**
+   * A cron fire's due instant (tick + jitter, ISO UTC): the job's run_at is the later of it and
+   * its submit, so a tick fired ahead (the ticker's lead) becomes claimable at its due time.
+   */
+  readonly due_at?: string;
   /** The template and revision it was made from (null for a schedule with its own job). */
   readonly template: { readonly name: string; readonly revision: number } | null;
 }
@@ -50,7 +55,9 @@ export function jobOfFire(schedule: ScheduleState, template: TemplateState | nul
   const spec = schedule.context.spec;
   if (spec === null) return null;
   const overrides = spec.params ?? {};
-  const provenance = { job_id: jobId, schedule: schedule.context.name, tick, trigger };
+  // A cron fire's job is claimable from its due time (tick + jitter): it may be decided ahead.
+  const dueAt = trigger === 'cron' ? { due_at: toTick(Date.parse(tick) + jitterOf(spec.jitter_ms, schedule.context.name, tick)) } : {};
+  const provenance = { job_id: jobId, schedule: schedule.context.name, tick, trigger, ...dueAt };
   if (spec.template !== null) {
     if (!templateUsable(template)) return null;
     const t = template!.context.spec!;
@@ -78,6 +85,17 @@ export function jobOfFire(schedule: ScheduleState, template: TemplateState | nul
 }
 
 /**
+ * Whether a schedule's next tick may be decided ahead of its due time (the ticker's lead): only
+ * when no decision could differ at the due time. With `allow_all` the live job does not matter;
+ * otherwise only when the previous fire's job has ended (nothing of this schedule is live, and
+ * only the schedule's own fires make its jobs) and no jitter can bring two ticks within the lead
+ * (crons are at least a second apart, the lead less). Else the tick is decided when due.
+ */
+export function mayFireAhead(spec: { readonly overlap: string; readonly jitter_ms: number }, previousJobLive: boolean): boolean {
+  return spec.overlap === 'allow_all' || (!previousJobLive && spec.jitter_ms === 0);
+}
+
+/**
  * One ticker run for one enabled schedule: the planner's steps as events, the jobs of its fires
  * (ids from (schedule, tick)), and the job to cancel for cancel_other. `isJobLive` asks the job
  * store whether a job is waiting, queued or running; a fired job the store does not know yet (its
@@ -90,6 +108,8 @@ export function tickSchedule(input: {
   readonly now: number;
   readonly upSince: number;
   readonly isJobLive: (jobId: string) => boolean;
+  /** Fire ahead: ticks due within this many ms after `now` are decided now when mayFireAhead (0: none). */
+  readonly aheadMs?: number;
 }): TickResult {
   const { schedule, template, now, upSince } = input;
   const ctx = schedule.context;
@@ -102,6 +122,7 @@ export function tickSchedule(input: {
     handledUntil: ctx.handled_until,
     enabledSince: ctx.enabled_since,
     now,
+    ...(input.aheadMs !== undefined && input.aheadMs > 0 && mayFireAhead(ctx.spec, previousJobLive) ? { decideUntil: now + input.aheadMs } : {}),
     upSince,
     previousJobLive,
     templateArchived: ctx.spec.template !== null && !templateUsable(template),

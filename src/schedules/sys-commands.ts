@@ -43,6 +43,7 @@ import { InvalidRequestError, InvalidTransitionError, NotFoundError } from '../e
 import { eventIdFor, eventIdOf, triggeredJobId } from '../ids.js';
 import { SYS_LEASE } from '../nats/subjects.js';
 import type { AggregateRecord } from '../store/aggregate-store.js';
+import type { PartitionWriter } from '../store/partition-writer.js';
 import { backfillFires, jobOfFire, tickSchedule, triggerFire, type ScheduleEventData, type ScheduledJob } from './fire.js';
 
 /** What the sys commands need of the ticker: its start as leader, and the submit of fired jobs. */
@@ -157,6 +158,15 @@ async function commitSys<C>(ctx: CommandContext, ref: { kind: 'template' | 'sche
     assertSameCommand(earlier.commandHash, meta);
     return { record: before, replayed: true };
   }
+  const events = decideInOrder<C>(ctx, ref, build);
+  if (events.length > 0) await writer.append(events);
+  const record = ctx.aggregates.get<C>(ref.kind, ref.id);
+  if (!record) throw new Error(`${ref.kind} ${ref.id} missing after its commit`);
+  return { record, replayed: false };
+}
+
+/** `build`'s events decided one after the other on the aggregate's current (committed) state. */
+function decideInOrder<C>(ctx: CommandContext, ref: { kind: 'template' | 'schedule'; id: string }, build: (state: FoldState<C>) => Candidate[]): AggregateEvent[] {
   let state = ctx.aggregates.stateOf<unknown>(ref.kind, ref.id);
   const events: AggregateEvent[] = [];
   for (const c of build(state as FoldState<C>)) {
@@ -166,10 +176,7 @@ async function commitSys<C>(ctx: CommandContext, ref: { kind: 'template' | 'sche
     state = evolveAggregate(state, event)!;
     events.push(event);
   }
-  if (events.length > 0) await writer.append(events);
-  const record = ctx.aggregates.get<C>(ref.kind, ref.id);
-  if (!record) throw new Error(`${ref.kind} ${ref.id} missing after its commit`);
-  return { record, replayed: false };
+  return events;
 }
 
 function commandEventIdOf(commandId: string | undefined, ref: { kind: string; id: string }, index = 0): string | null {
@@ -223,7 +230,7 @@ export async function archiveTemplate(ctx: CommandContext, command: TemplateArch
 
 // --- schedules -----------------------------------------------------------------------------------
 
-interface ToDeliver {
+export interface ToDeliver {
   cancel: string | null;
   jobs: ScheduledJob[];
   plan: Plan;
@@ -232,8 +239,8 @@ interface ToDeliver {
 const nothingToDeliver = (): ToDeliver => ({ cancel: null, jobs: [], plan: EMPTY_PLAN });
 
 /** The ticks due up to now (a ticker run): its events, and the fires' jobs to deliver after the commit. */
-function settleDue(ctx: CommandContext, sink: FireSink, schedule: ScheduleState, toDeliver: ToDeliver): Candidate[] {
-  const result = tickSchedule({ schedule, template: templateOf(ctx, schedule.context.spec?.template ?? null), now: ctx.clock.now(), upSince: sink.upSince(), isJobLive: (id) => sink.isJobLive(id) });
+function settleDue(ctx: CommandContext, sink: FireSink, schedule: ScheduleState, toDeliver: ToDeliver, aheadMs = 0): Candidate[] {
+  const result = tickSchedule({ schedule, template: templateOf(ctx, schedule.context.spec?.template ?? null), now: ctx.clock.now(), upSince: sink.upSince(), isJobLive: (id) => sink.isJobLive(id), aheadMs });
   toDeliver.cancel = result.cancel;
   toDeliver.jobs.push(...result.jobs);
   toDeliver.plan = result.plan;
@@ -242,19 +249,45 @@ function settleDue(ctx: CommandContext, sink: FireSink, schedule: ScheduleState,
 }
 
 /** One ticker run on the sys leader: the schedule's due ticks as one commit; the fires' jobs are the caller's to deliver. */
-export async function settleSchedule(ctx: CommandContext, sink: FireSink, name: string): Promise<ToDeliver & { events: number }> {
+export async function settleSchedule(ctx: CommandContext, sink: FireSink, name: string, aheadMs = 0): Promise<ToDeliver & { events: number }> {
   const toDeliver = nothingToDeliver();
   let events = 0;
   await unmarkOnFailure(
     sink,
     toDeliver,
     commitSys<ScheduleContext>(ctx, scheduleRef(name), null, {}, (state) => {
-      const candidates = settleDue(ctx, sink, state as ScheduleState, toDeliver);
+      const candidates = settleDue(ctx, sink, state as ScheduleState, toDeliver, aheadMs);
       events = candidates.length;
       return candidates;
     }),
   );
   return { ...toDeliver, events };
+}
+
+/** A schedule's part of a ticker pass: its events queued in the writer, and what to deliver once they are committed. */
+export interface PassPart {
+  readonly committed: Promise<unknown>;
+  readonly toDeliver: ToDeliver;
+}
+
+/**
+ * A ticker pass's part for one schedule, decided on its committed state and queued in the sys
+ * writer without an await between (the writer group-commits the parts of a pass). `aheadMs`:
+ * the ticker's lead (fire ahead, `tickSchedule`). Null when an event of the schedule waits in
+ * the writer: its decision must wait for that commit (the caller runs settleSchedule instead).
+ */
+export function settleScheduleInPass(ctx: CommandContext, sink: FireSink, writer: PartitionWriter, name: string, aheadMs: number): PassPart | null {
+  if (writer.isBusy(name, 'schedule')) return null;
+  const toDeliver = nothingToDeliver();
+  let events: AggregateEvent[];
+  try {
+    events = decideInOrder<ScheduleContext>(ctx, scheduleRef(name), (state) => settleDue(ctx, sink, state as ScheduleState, toDeliver, aheadMs));
+  } catch (err) {
+    for (const job of toDeliver.jobs) sink.pending.delete(job.job_id);
+    return { committed: Promise.reject(err), toDeliver: nothingToDeliver() };
+  }
+  if (events.length === 0) return { committed: Promise.resolve(), toDeliver };
+  return { committed: unmarkOnFailure(sink, toDeliver, writer.append(events)), toDeliver };
 }
 
 export async function putSchedule(ctx: CommandContext, sink: FireSink, command: SchedulePutCommand): Promise<ScheduleView & { replayed: boolean }> {

@@ -5,7 +5,8 @@
  */
 import { Priority } from '../../machines/index.js';
 import type { Clock } from '../clock.js';
-import { createJob, envelope, type CommandContext } from '../commands/handle-command.js';
+import { appendNewJobs, createJob, envelope, type CommandContext } from '../commands/handle-command.js';
+import { DocketError } from '../errors.js';
 import { JobDefaults } from '../commands/limits.js';
 import {
   scheduleCommandSchemas,
@@ -65,7 +66,8 @@ function firedJobEvent(ctx: CommandContext, job: ScheduledJob) {
     params: job.params,
     priority: job.priority ?? Priority.Default,
     position: null,
-    run_at: new Date(ctx.clock.now()).toISOString(),
+    // A tick fired ahead is claimable at its due time; any other fire at once.
+    run_at: new Date(Math.max(ctx.clock.now(), job.due_at === undefined ? -Infinity : Date.parse(job.due_at))).toISOString(),
     max_attempts: job.max_attempts ?? JobDefaults.maxAttempts,
     backoff: job.backoff ?? JobDefaults.backoff,
     attempt: 1,
@@ -74,6 +76,47 @@ function firedJobEvent(ctx: CommandContext, job: ScheduledJob) {
     ...(job.template === null ? {} : { template: job.template }),
     schedule: { name: job.schedule, tick: job.tick, trigger: job.trigger },
   });
+}
+
+/** One fired job's answer in a batch: created (or found: its id is derived), or the error its commit failed with. */
+export type FiredJobReply = { readonly ok: true } | { readonly ok: false; readonly error: string };
+
+/**
+ * On a queue's leader: the jobs of many fires (a ticker pass), as few commits as they fit. A job
+ * whose id no job holds and no event waits on is new: those are decided together and handed to
+ * the writer at once (the checks and the queueing run without an await between them). Any other
+ * (a resend after a leader change) goes through createJob, which finds the job made first.
+ */
+async function createFiredJobs(ctx: CommandContext, queue: string, jobs: readonly ScheduledJob[]): Promise<FiredJobReply[]> {
+  const writer = await ctx.writer(queue);
+  const fresh: number[] = [];
+  const known: number[] = [];
+  const events = jobs.map((job) => firedJobEvent(ctx, job));
+  events.forEach((event, i) => {
+    const id = event.data.job_id;
+    const unseen = !writer.isBusy(id) && ctx.store.get(id) === undefined && ctx.store.evicted(id) === undefined && ctx.store.bySubmitEventId(event.id) === undefined && ctx.store.evictedBySubmitEventId(event.id) === undefined;
+    (unseen ? fresh : known).push(i);
+  });
+  const replies = new Array<FiredJobReply>(jobs.length);
+  const failed = (err: unknown): FiredJobReply => ({ ok: false, error: err instanceof Error ? err.message : String(err) });
+  await Promise.all([
+    fresh.length === 0
+      ? undefined
+      : appendNewJobs(ctx, queue, writer, fresh.map((i) => events[i]!)).then(
+          (created) => fresh.forEach((i, k) => (replies[i] = created[k] instanceof Error ? failed(created[k]) : { ok: true })),
+          (err: unknown) => fresh.forEach((i) => (replies[i] = failed(err))),
+        ),
+    ...known.map(async (i) => {
+      try {
+        await createJob(ctx, events[i]!);
+        replies[i] = { ok: true };
+      } catch (err) {
+        // A job of this id made by another command (not this fire's) is the fire's answer too: nothing to retry.
+        replies[i] = err instanceof DocketError && err.code !== 'unavailable' ? { ok: true } : failed(err);
+      }
+    }),
+  ]);
+  return replies;
 }
 
 export function registerScheduleCommands(w: ScheduleWiring): ScheduleTicker {
@@ -85,6 +128,10 @@ export function registerScheduleCommands(w: ScheduleWiring): ScheduleTicker {
     isLeader: w.isSysLeader,
     submit: async (job) => {
       await w.runOnLeader(job.queue, 'schedule.submit', job);
+    },
+    submitBatch: async (queue, jobs) => {
+      const reply = await w.runOnLeader(queue, 'schedule.submit_batch', { jobs });
+      return reply['jobs'] as FiredJobReply[];
     },
     cancel: async (jobId) => {
       const queue = ctx.store.queueOf(jobId);
@@ -99,6 +146,8 @@ export function registerScheduleCommands(w: ScheduleWiring): ScheduleTicker {
     const { record, created } = await createJob(ctx, firedJobEvent(ctx, body as ScheduledJob));
     return { job_id: record.jobId, status: record.state.job.value, created };
   });
+
+  w.registerOnLeader('schedule.submit_batch', async (queue, body) => ({ jobs: await createFiredJobs(ctx, queue, (body as { jobs: ScheduledJob[] }).jobs) }));
 
   // On the sys leader.
   const sys: Record<string, (body: unknown) => Promise<object>> = {

@@ -47,6 +47,7 @@ describe('tickSchedule', () => {
       schedule: 'nightly',
       tick: sec(n),
       trigger: 'cron',
+      due_at: sec(n),
       template: { name: 'report', revision: 1 },
     })));
     const after = apply(s, r.events, now);
@@ -76,9 +77,39 @@ describe('tickSchedule', () => {
   test('a schedule with its own job and no template; a disabled schedule does nothing', () => {
     const own = schedule({ template: null, job: { queue: 'mail', params: { to: 'ops', pages: 1 }, max_attempts: 3 } });
     const r = tickSchedule({ schedule: own, template: null, now: BASE_MS + 10_000, upSince: BASE_MS, isJobLive: () => false });
-    expect(r.jobs).toEqual([{ job_id: scheduledJobId('nightly', sec(10)), queue: 'mail', params: { to: 'ops', pages: 2 }, max_attempts: 3, schedule: 'nightly', tick: sec(10), trigger: 'cron', template: null }]);
+    expect(r.jobs).toEqual([{ job_id: scheduledJobId('nightly', sec(10)), queue: 'mail', params: { to: 'ops', pages: 2 }, max_attempts: 3, schedule: 'nightly', tick: sec(10), trigger: 'cron', due_at: sec(10), template: null }]);
     const disabled = schedule({}, scheduleEvent('schedule.disabled', { note: null }, sec(1)));
     expect(tickSchedule({ schedule: disabled, template: template(), now: BASE_MS + 60_000, upSince: BASE_MS, isJobLive: () => false }).events).toEqual([]);
+  });
+});
+
+describe('fire ahead (aheadMs)', () => {
+  const lastJob = scheduledJobId('nightly', sec(10));
+  const fired = scheduleEvent('schedule.fired', { tick: sec(10), job_id: lastJob }, sec(10));
+  const ahead = (overrides: Parameters<typeof schedulePut>[1], live: boolean, now = BASE_MS + 19_600) =>
+    tickSchedule({ schedule: schedule(overrides, fired), template: template(), now, upSince: BASE_MS, isJobLive: () => live, aheadMs: 500 });
+
+  test('allow_all decides a tick within the lead before it is due; its job is due at the tick', () => {
+    const r = ahead({ overlap: 'allow_all' }, true);
+    expect(r.events).toEqual([{ type: 'schedule.fired', data: { tick: sec(20), job_id: scheduledJobId('nightly', sec(20)) } }]);
+    expect(r.jobs.map((j) => j.due_at)).toEqual([sec(20)]);
+    expect(r.plan.nextDueAt).toBe(BASE_MS + 30_000);
+    // Outside the lead nothing is decided yet.
+    expect(ahead({ overlap: 'allow_all' }, true, BASE_MS + 19_400).events).toEqual([]);
+    // Without a lead, nothing before its due time.
+    expect(tickSchedule({ schedule: schedule({ overlap: 'allow_all' }, fired), template: template(), now: BASE_MS + 19_600, upSince: BASE_MS, isJobLive: () => true }).events).toEqual([]);
+  });
+
+  test('another overlap policy fires ahead only when the previous job has ended and there is no jitter', () => {
+    expect(ahead({ overlap: 'skip' }, false).jobs.map((j) => j.tick)).toEqual([sec(20)]);
+    expect(ahead({ overlap: 'cancel_other' }, false).cancel).toBeNull();
+    // A live previous job: the tick waits for its due time, where the policy decides it.
+    for (const overlap of ['skip', 'buffer_one', 'buffer_all', 'cancel_other'] as const) {
+      const r = ahead({ overlap }, true);
+      expect(r.events).toEqual([]);
+      expect(r.plan.nextDueAt).toBe(BASE_MS + 20_000);
+    }
+    expect(ahead({ overlap: 'skip', jitter_ms: 100 }, false).events).toEqual([]);
   });
 });
 
