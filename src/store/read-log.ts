@@ -35,7 +35,7 @@ export interface ReadLogOptions {
   readonly startTime?: number | string;
   /** One subject filter (2.9 takes a single filter): a partition's subject (`logFilter(queue)`). @defaultValue `docket.log.>` */
   readonly filter?: string;
-  /** Messages (commits) per pull request. @defaultValue 1_000 */
+  /** Messages (commits) per array readLogBatches yields, at most 200 (pulls are bounded in bytes: PULL_LIMIT). @defaultValue 1_000 */
   readonly batch?: number;
   /** Called once the bounds are known, before the first message (for progress bars). */
   readonly onBounds?: (bounds: LogBounds) => void;
@@ -56,6 +56,16 @@ export interface LogBounds {
  * (up to ~30 MB; a 300,000-event log of 3,000 commits read in 0.15-0.4 s here) did neither.
  */
 export const DEFAULT_READ_BATCH = 1_000;
+
+/**
+ * What one pull of a log read may bring: bytes, not messages. A commit holds up to the server's
+ * max payload (1 MiB by default), so a pull of 1,000 or 10,000 messages of a log written by bulk
+ * submits asked for gigabytes: nats-server cut the connection as a slow consumer while the
+ * reader was busy folding, the consumer started again from where it was, and a node with no
+ * checkpoint never finished folding 200,000 such jobs (README "Checkpoints"). nats.js takes either
+ * a message or a byte limit; with bytes it asks for at most 100 messages a pull.
+ */
+export const PULL_LIMIT = { max_bytes: 16 * 1024 * 1024 } as const;
 
 async function manager(nc: NatsConnection): Promise<JetStreamManager> {
   return jetstreamManager(nc);
@@ -231,7 +241,6 @@ async function readRange(
   nc: NatsConnection,
   bounds: LogBounds,
   filter: string,
-  batch: number,
   onMessage: (m: JsMsg) => void,
   signal?: AbortSignal,
 ): Promise<number> {
@@ -248,7 +257,7 @@ async function readRange(
   // The callback form: nats.js calls it synchronously per message, with no promise per message
   // as `for await` has. A throw from `onMessage` stops the read and is rethrown below.
   const messages = await consumer.consume({
-    max_messages: batch,
+    ...PULL_LIMIT,
     callback: (m) => {
       if (finished) return;
       const seq = m.info.streamSequence;
@@ -330,7 +339,6 @@ export async function* readLogBatches(nc: NatsConnection, options: ReadLogOption
     nc,
     bounds,
     filter,
-    batch,
     (m) => {
       buffer.push(toLogMessage(m));
       if (buffer.length >= flushAt) {
@@ -393,7 +401,7 @@ export async function measureRawRead(nc: NatsConnection, options: ReadLogOptions
   let messages = 0;
   let bytes = 0;
   if (bounds !== null) {
-    messages = await readRange(nc, bounds, options.filter ?? LOG_SUBJECTS, options.batch ?? DEFAULT_READ_BATCH, (m) => {
+    messages = await readRange(nc, bounds, options.filter ?? LOG_SUBJECTS, (m) => {
       bytes += m.data.length;
     });
   }
@@ -430,7 +438,6 @@ export async function readLogPacked(
   if (bounds === null) return 0;
   options.onBounds?.(bounds);
   const filter = options.filter ?? LOG_SUBJECTS;
-  const batch = options.batch ?? DEFAULT_READ_BATCH;
   const writer = createWriter((buffer, count, lastSeq) => sink.write(buffer, count, lastSeq));
   let count = 0;
   let next = bounds.fromSeq;
@@ -447,7 +454,6 @@ export async function readLogPacked(
         nc,
         { fromSeq: next, toSeq: bounds.toSeq },
         filter,
-        batch,
         (m) => {
           const info = m.info;
           const seq = info.streamSequence;
