@@ -9,6 +9,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { positionOf, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
 import { fromErrorBody, type ErrorBody } from '../errors.js';
 import { connectNats, requestBytes } from '../nats/connection.js';
+import { pullLimit } from '../nats/pull-limit.js';
 import type { QueueSettingsChange } from '../../machines/index.js';
 import type { QueueShow } from '../commands/flow-queries.js';
 import type { QueueView } from '../commands/queue-commands.js';
@@ -133,7 +134,7 @@ export class EventStream implements AsyncIterable<RecordedEvent> {
     else start = { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from.seq };
     const filter = this.options.queue === undefined ? LOG_SUBJECTS : subjects.partition(queuePartition(this.options.queue));
     const consumer = await js.consumers.get(STREAM, { filter_subjects: filter, ...start });
-    this.messages = await consumer.consume();
+    this.messages = await consumer.consume(pullLimit(nc));
     if (this.closed) await this.messages.close();
     this.options.signal?.addEventListener('abort', () => void this.close(), { once: true });
   }

@@ -26,7 +26,7 @@ import { decodeCommit, envelopeProblem, UndecodableEventError } from '../nats/co
 import { LOG_SUBJECTS, parseLogSubject, STREAM } from '../nats/subjects.js';
 import { doublingDelayMs, TRY_AGAIN, withinMs } from '../timing.js';
 import type { EventFolder } from './kernel.js';
-import { PULL_LIMIT } from './read-log.js';
+import { pullLimit } from '../nats/pull-limit.js';
 
 /** How long the tail waits for a message before asking the stream whether one is coming. */
 const END_PROBE_MS = 500;
@@ -137,7 +137,7 @@ export class LogTail {
     });
     this.consumer = consumer;
     const messages = await consumer.consume({
-      ...PULL_LIMIT,
+      ...pullLimit(this.nc),
       callback: (msg) => this.applyMessage(msg.seq, msg.subject, msg.data),
     });
     this.messages = messages;

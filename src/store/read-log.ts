@@ -17,6 +17,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { parseDocketHeaders, toExpectedSeq, type PackWriter } from '../audit/packed.js';
 import type { RecordedMessage } from '../audit/types.js';
 import { EXPECTED_HEADER, LOG_SUBJECTS, MSG_ID_HEADER, queuePartition, STREAM, subjects } from '../nats/subjects.js';
+import { pullLimit } from '../nats/pull-limit.js';
 
 /** One stored message of DOCKET (one commit), as the audit and replays see it (defined with the audit). */
 export type LogMessage = RecordedMessage;
@@ -35,7 +36,7 @@ export interface ReadLogOptions {
   readonly startTime?: number | string;
   /** One subject filter (2.9 takes a single filter): a partition's subject (`logFilter(queue)`). @defaultValue `docket.log.>` */
   readonly filter?: string;
-  /** Messages (commits) per array readLogBatches yields, at most 200 (pulls are bounded in bytes: PULL_LIMIT). @defaultValue 1_000 */
+  /** Messages (commits) per array readLogBatches yields, at most 200 (pulls: src/nats/pull-limit.ts). @defaultValue 1_000 */
   readonly batch?: number;
   /** Called once the bounds are known, before the first message (for progress bars). */
   readonly onBounds?: (bounds: LogBounds) => void;
@@ -56,16 +57,6 @@ export interface LogBounds {
  * (up to ~30 MB; a 300,000-event log of 3,000 commits read in 0.15-0.4 s here) did neither.
  */
 export const DEFAULT_READ_BATCH = 1_000;
-
-/**
- * What one pull of a log read may bring: bytes, not messages. A commit holds up to the server's
- * max payload (1 MiB by default), so a pull of 1,000 or 10,000 messages of a log written by bulk
- * submits asked for gigabytes: nats-server cut the connection as a slow consumer while the
- * reader was busy folding, the consumer started again from where it was, and a node with no
- * checkpoint never finished folding 200,000 such jobs (README "Checkpoints"). nats.js takes either
- * a message or a byte limit; with bytes it asks for at most 100 messages a pull.
- */
-export const PULL_LIMIT = { max_bytes: 16 * 1024 * 1024 } as const;
 
 async function manager(nc: NatsConnection): Promise<JetStreamManager> {
   return jetstreamManager(nc);
@@ -257,7 +248,7 @@ async function readRange(
   // The callback form: nats.js calls it synchronously per message, with no promise per message
   // as `for await` has. A throw from `onMessage` stops the read and is rethrown below.
   const messages = await consumer.consume({
-    ...PULL_LIMIT,
+    ...pullLimit(nc),
     callback: (m) => {
       if (finished) return;
       const seq = m.info.streamSequence;

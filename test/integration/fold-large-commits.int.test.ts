@@ -1,7 +1,7 @@
 /**
  * A node with no checkpoint folds the whole log at start, and a log written by bulk submits is
- * made of commits near the server's max payload. Its reads pull a bounded number of bytes
- * (PULL_LIMIT in src/store/read-log.ts): a pull of thousands of such commits asked for more than
+ * made of commits near the server's max payload. Its reads pull few enough commits that they
+ * fit 32 MiB at the max payload (src/nats/pull-limit.ts): a pull of thousands asked for more than
  * nats-server holds for a client (64 MiB by default), which cut the connection as a slow
  * consumer while the node was folding, and the node never came to serve.
  */
