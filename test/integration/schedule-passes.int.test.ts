@@ -234,14 +234,17 @@ describe('a sys leader killed mid-pass (child processes)', () => {
       }
       sub.unsubscribe();
       const killedAt = Date.now();
-      // b takes over once a's lease lapses, then fires (and resubmits) on its own: wait for a job of a tick after the takeover.
+      // b takes over once a's lease lapses, then fires (and resubmits) on its own: wait until
+      // every schedule has a job of a tick after the takeover (after its catch-up, a schedule's
+      // ticks may land in a pass of their own, so the first such job does not speak for all).
       const later = Math.ceil((killedAt + 8_000) / 1_000) * 1_000;
-      const stream = c2.events({ queue, types: ['job.submitted'], from: 'all' })[Symbol.asyncIterator]() as AsyncIterator<{ event: { data: { schedule?: { tick: string } } } }>;
-      for (;;) {
+      const stream = c2.events({ queue, types: ['job.submitted'], from: 'all' })[Symbol.asyncIterator]() as AsyncIterator<{ event: { data: { schedule?: { name: string; tick: string } } } }>;
+      const firedLater = new Set<string>();
+      while (firedLater.size < names.length) {
         const next = await stream.next();
         if (next.done) throw new Error('the event stream ended');
-        const tick = next.value.event.data.schedule?.tick;
-        if (tick !== undefined && Date.parse(tick) >= later) break;
+        const schedule = next.value.event.data.schedule;
+        if (schedule !== undefined && Date.parse(schedule.tick) >= later) firedLater.add(schedule.name);
       }
       await stream.return?.();
       // Stop the fires (b leads now), then give b's last pass time to deliver its jobs: only a's
