@@ -85,14 +85,8 @@ export type JobNodeStatus = 'new' | 'queued' | 'running' | 'completed' | 'failed
 /** A node that has not ended: it may still complete. */
 export const LIVE_JOBNODE_STATUSES: readonly JobNodeStatus[] = ['new', 'queued', 'running', 'retrying'];
 
-export interface JobNodeContext {
-  readonly job_id: string;
-  readonly node: string;
-  readonly of: number;
-  readonly quorum: number;
-  readonly quorum_timeout_ms: number;
-  readonly max_attempts: number;
-  readonly backoff: BackoffPolicy;
+/** What `jobnode.created` said of the node, then its runs. */
+export interface JobNodeContext extends JobNodeCreatedData {
   /** Runs claimed so far (the current one included). */
   readonly attempt: number;
   readonly run_id: string | null;

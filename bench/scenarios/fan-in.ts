@@ -24,7 +24,7 @@ const CONCURRENCY = 100;
 const WARMUP_SHARE = 0.3;
 
 /** Counts handled jobs; `reach(n)` resolves once n have been handled in all. */
-function counter(): { tick(): void; reach(n: number): Promise<void> } {
+export function counter(): { tick(): void; reach(n: number): Promise<void> } {
   let count = 0;
   let goal = Number.POSITIVE_INFINITY;
   let done: () => void = () => {};
@@ -38,6 +38,31 @@ function counter(): { tick(): void; reach(n: number): Promise<void> } {
       return new Promise<void>((resolve) => (done = resolve));
     },
   };
+}
+
+/** What submitDocketFlows needs of a client (docket's Client, or the bench's dynamically loaded one). */
+interface FlowSubmitter {
+  submitBatch(jobs: readonly { queue: string; params: Record<string, unknown>; depends_on?: string[] }[]): Promise<{ jobs: readonly { ok: boolean; job_id?: string; error?: unknown }[] }>;
+}
+
+/**
+ * Submits parents [from, to) of `queue` with their FAN_CHILDREN children each, `perChunk` parents
+ * at a time: the children first, then their parents naming them in `depends_on` (or not, for
+ * the same jobs without dependencies). A refused item is an error.
+ */
+export async function submitDocketFlows(client: FlowSubmitter, queue: string, from: number, to: number, perChunk: number, withDependencies: boolean): Promise<void> {
+  for (let p0 = from; p0 < to; p0 += perChunk) {
+    const count = Math.min(perChunk, to - p0);
+    const children = Array.from({ length: count * FAN_CHILDREN }, (_, i) => ({ queue, params: jobParams(p0 * FAN_CHILDREN + i) }));
+    const made = await client.submitBatch(children);
+    const ids = made.jobs.map((j) => {
+      if (!j.ok || j.job_id === undefined) throw new Error(`a child was refused: ${JSON.stringify(j.error)}`);
+      return j.job_id;
+    });
+    const parentsOf = Array.from({ length: count }, (_, k) => ({ queue, params: jobParams(1_000_000 + p0 + k), ...(withDependencies ? { depends_on: ids.slice(k * FAN_CHILDREN, (k + 1) * FAN_CHILDREN) } : {}) }));
+    const refused = (await client.submitBatch(parentsOf)).jobs.filter((j) => !j.ok);
+    if (refused.length > 0) throw new Error(`${refused.length} parents refused: ${JSON.stringify(refused[0]?.error)}`);
+  }
 }
 
 async function docketFanIn(env: BenchEnv, parents: number, chunk: number): Promise<Measurement> {
@@ -54,21 +79,7 @@ async function docketFanIn(env: BenchEnv, parents: number, chunk: number): Promi
     } });
     await worker.start();
     const perChunk = Math.max(1, Math.floor(chunk / (FAN_CHILDREN + 1)));
-    /** Submits parents [from, to) with their children, chunk by chunk. */
-    const submitFlows = async (from: number, to: number): Promise<void> => {
-      for (let p0 = from; p0 < to; p0 += perChunk) {
-        const count = Math.min(perChunk, to - p0);
-        const children = Array.from({ length: count * FAN_CHILDREN }, (_, i) => ({ queue, params: jobParams(p0 * FAN_CHILDREN + i) }));
-        const made = await client.submitBatch(children);
-        const ids = made.jobs.map((j) => {
-          if (!j.ok || j.job_id === undefined) throw new Error(`a child was refused: ${JSON.stringify(j.error)}`);
-          return j.job_id;
-        });
-        const parentsOf = Array.from({ length: count }, (_, k) => ({ queue, params: jobParams(1_000_000 + p0 + k), depends_on: ids.slice(k * FAN_CHILDREN, (k + 1) * FAN_CHILDREN) }));
-        const refused = (await client.submitBatch(parentsOf)).jobs.filter((j) => !j.ok);
-        if (refused.length > 0) throw new Error(`${refused.length} parents refused: ${JSON.stringify(refused[0]?.error)}`);
-      }
-    };
+    const submitFlows = (from: number, to: number): Promise<void> => submitDocketFlows(client, queue, from, to, perChunk, true);
     try {
       const warmJobs = warmParents * (FAN_CHILDREN + 1);
       await submitFlows(-warmParents, 0);
