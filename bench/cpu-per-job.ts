@@ -28,6 +28,12 @@ function ioOf(pid: number): Record<string, number> {
   );
 }
 
+/** A process's kernel CPU seconds (stime, field 15 of /proc/<pid>/stat). */
+function systemSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[12]) / 100;
+}
+
 const server = await startNatsServer();
 const dir = tempDir('cpu-per-job');
 const node = await startDocketNode(server.url, dir.path, 'cli');
@@ -48,6 +54,8 @@ const worker = new Worker({
 await worker.start();
 const natsPid = server.process.pid!;
 const io0 = ioOf(node.pid);
+const nodeSys0 = systemSecondsOf(node.pid);
+const natsSys0 = systemSecondsOf(natsPid);
 const node0 = cpuSecondsOf(node.pid)!;
 const nats0 = cpuSecondsOf(natsPid)!;
 const bench0 = process.cpuUsage();
@@ -67,6 +75,10 @@ console.log(
     node_us_per_job: perJob(cpuSecondsOf(node.pid)! - node0),
     nats_us_per_job: perJob(cpuSecondsOf(natsPid)! - nats0),
     bench_us_per_job: perJob((bench.user + bench.system) / 1e6),
+    // Kernel time (syscalls, wakeups): on a VM where a syscall is dear, the share that fewer messages would save.
+    node_sys_us_per_job: perJob(systemSecondsOf(node.pid) - nodeSys0),
+    nats_sys_us_per_job: perJob(systemSecondsOf(natsPid) - natsSys0),
+    bench_sys_us_per_job: perJob(bench.system / 1e6),
     node_write_bytes_per_job: Math.round((io1['wchar']! - io0['wchar']!) / n),
     node_writes_per_job: +((io1['syscw']! - io0['syscw']!) / n).toFixed(2),
     node_reads_per_job: +((io1['syscr']! - io0['syscr']!) / n).toFixed(2),

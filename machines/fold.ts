@@ -29,6 +29,8 @@ export interface Fold<C, E extends EventObject> {
   readonly initialState: FoldState<C>;
   /** The next state, or null when the machine refuses the event. */
   step(state: FoldState<C>, event: E): FoldState<C> | null;
+  /** Whether the machine accepts the event in `state` (XState's `can()`): guards only, no context built. */
+  accepts(state: FoldState<C>, event: E): boolean;
   /** The event types the machine handles anywhere. */
   readonly eventTypes: ReadonlySet<string>;
 }
@@ -104,6 +106,11 @@ export function deriveFold<C, E extends EventObject>(
         return value === state.value && next === state.context ? state : { value, context: next };
       }
       return null;
+    },
+    accepts(state, event) {
+      const candidates = table.get(state.value)?.get(event.type);
+      if (!candidates) return false;
+      return candidates.some((candidate) => !candidate.guard || candidate.guard({ context: state.context, event }));
     },
   };
 }

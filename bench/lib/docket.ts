@@ -123,8 +123,11 @@ export async function startDocketNode(url: string, dataDir: string, mode: NodeMo
   const t0 = performance.now();
   // `node --import tsx` rather than `npx tsx`: one process, so its pid is the node's (CPU, RSS).
   const profileDir = process.env['BENCH_CPU_PROF_DIR'];
-  const profiling = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
-  const child = spawn(process.execPath, [...profiling, '--import', 'tsx', ...entry], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  const profiling = [...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(process.env['BENCH_NODE_FLAGS']?.split(' ').filter(Boolean) ?? [])];
+  // BENCH_NODE_DIST=1 runs the CLI node from the build (`npm run build` first): a profile keeps the compiled lines.
+  const fromDist = mode === 'cli' && process.env['BENCH_NODE_DIST'] === '1';
+  const args = fromDist ? ['dist/src/cli/main.js', ...entry.slice(1)] : ['--import', 'tsx', ...entry];
+  const child = spawn(process.execPath, [...profiling, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   const lines: string[] = [];
   const startMs = await new Promise<number>((resolve, reject) => {

@@ -1,6 +1,7 @@
 /**
  * The fast fold (machines/fold.ts) must equal the machines it is derived from (DESIGN "Replay
- * cost", STACK.md §3): on accept/reject (`snapshot.can(event)`), `value` and `context`, after
+ * cost", STACK.md §3): on accept/reject (`snapshot.can(event)`, both `step` and `accepts`, which
+ * `decideJob` uses), `value` and `context`, after
  * every event, starting from `initialTransition()` and stepping with XState's pure `transition()`.
  */
 import { test as fcTest } from '@fast-check/vitest';
@@ -33,7 +34,7 @@ interface MachineSnapshot {
  * value and context.
  */
 function checkAgainstMachine<C, S extends MachineSnapshot>(
-  fold: { readonly initialState: FoldState<C>; step(state: FoldState<C>, event: JobEvent): FoldState<C> | null },
+  fold: { readonly initialState: FoldState<C>; step(state: FoldState<C>, event: JobEvent): FoldState<C> | null; accepts(state: FoldState<C>, event: JobEvent): boolean },
   initial: S,
   next: (snapshot: S, event: JobEvent) => S,
   events: readonly JobEvent[],
@@ -46,6 +47,7 @@ function checkAgainstMachine<C, S extends MachineSnapshot>(
     const stepped = fold.step(state, event);
     const nextSnapshot = next(snapshot, event);
     expect(stepped !== null, `event ${index} (${event.type}) in ${String(snapshot.value)}`).toBe(accepted);
+    expect(fold.accepts(state, event), `accepts: event ${index} (${event.type}) in ${String(snapshot.value)}`).toBe(accepted);
     if (stepped !== null) state = stepped;
     expect(state, `after event ${index} (${event.type})`).toEqual(view(nextSnapshot));
     snapshot = nextSnapshot;
