@@ -3,14 +3,31 @@
  * thing, so that repeating a command can never create a second aggregate (DESIGN: ids).
  * Every id is a single NATS subject token: [A-Za-z0-9_-].
  */
-import { hash, randomUUID } from 'node:crypto';
+import { hash, randomFillSync } from 'node:crypto';
 
 export interface IdSource {
   /** A fresh unique id (one subject token). */
   next(): string;
 }
 
-export const randomIds: IdSource = { next: () => randomUUID().replaceAll('-', '') };
+/** Random bytes drawn 4 KiB at a time: a fifth of randomUUID() and its dash removal, and jobs, runs and events take ids. */
+const POOL_BYTES = 4096;
+const ID_BYTES = 16;
+const pool = Buffer.alloc(POOL_BYTES);
+let poolOffset = POOL_BYTES;
+
+/** 128 random bits as 32 lowercase hex characters. */
+export const randomIds: IdSource = {
+  next: () => {
+    if (poolOffset === POOL_BYTES) {
+      randomFillSync(pool);
+      poolOffset = 0;
+    }
+    const id = pool.toString('hex', poolOffset, poolOffset + ID_BYTES);
+    poolOffset += ID_BYTES;
+    return id;
+  },
+};
 
 /**
  * `prefix + body` as one flat string. A template literal of 13+ characters is a V8 cons string
