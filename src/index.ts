@@ -1,6 +1,7 @@
 /** docket's public API: the SDK client and worker, an in-process node, errors and the machines' types. */
 export { Client, EventStream, type ClientOptions, type EventsOptions, type RecordedEvent, type SubmitJob, type SubmitResult, type JobDetail } from './client/client.js';
 export { Worker, type WorkerOptions, type WorkerJob, type WorkerJobContext, type WorkerHandler } from './client/worker.js';
+export type { LocalWork } from './dispatch/work-service.js';
 export { startNode, type DocketNode, type DocketOptions } from './node.js';
 export {
   DocketError,

@@ -30,7 +30,7 @@ import { DEFAULT_LEADERSHIP_LEASE_MS, Leadership } from './cluster/leadership.js
 import { nodeIdentity } from './cluster/node-identity.js';
 import { PartitionRouter } from './cluster/partition-router.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
-import { WorkService } from './dispatch/work-service.js';
+import { WorkService, type LocalWork } from './dispatch/work-service.js';
 import { InvalidRequestError } from './errors.js';
 import { LeaseKeeper } from './reactors/leases.js';
 import { FanOutCoordinator } from './reactors/fan-out.js';
@@ -124,6 +124,8 @@ export interface DocketNode {
   /** Evicts finished jobs' bodies after the retention period (tests await its sweeps). */
   readonly evictor: Evictor;
   dispatcher(queue: string): QueueDispatcher | undefined;
+  /** The worker protocol served in this process: what a `Worker` given `local: node` calls (README "Embedded workers"). */
+  readonly work: LocalWork;
   readonly context: CommandContext;
   readonly log: Logger;
   /** Writes a checkpoint now (no-op without a dataDir). */
@@ -515,6 +517,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     keys,
     queueIndex,
     commands,
+    work,
     leadership,
     leases,
     jobNodes,

@@ -63,7 +63,9 @@ export function acknowledged(worker: WorkerApi, n: number): Promise<void> {
 }
 
 export interface WorkerOptions {
-  readonly servers: string;
+  readonly servers?: string;
+  /** An in-process node (`DocketNodeHandle.local`): the worker is embedded in it. */
+  readonly local?: unknown;
   readonly queue: string;
   readonly concurrency: number;
   /** The claim long poll; the worker's default (2 s) unless given. */
@@ -106,6 +108,8 @@ export interface DocketNodeHandle {
   readonly startMs: number;
   /** What the node logged while starting (`log folded` carries events and ms). */
   readonly startLog: readonly string[];
+  /** `inproc` only: the node itself, for a worker embedded in it (`local`, README "Embedded workers"). */
+  readonly local?: unknown;
   close(): Promise<void>;
 }
 
@@ -115,7 +119,7 @@ export async function startDocketNode(url: string, dataDir: string, mode: NodeMo
     const { startNode } = await load<{ startNode(o: { servers: string; dataDir: string }): Promise<{ close(): Promise<void> }> }>('src/node.js');
     const t0 = performance.now();
     const node = await startNode({ servers: url, dataDir });
-    return { mode, pid: process.pid, startMs: performance.now() - t0, startLog: [], close: () => node.close() };
+    return { mode, pid: process.pid, startMs: performance.now() - t0, startLog: [], local: node, close: () => node.close() };
   }
   const entry = mode === 'cli' ? ['src/cli/main.ts', 'up', '--server', url, '--data-dir', dataDir] : ['bench/node-child.ts', url, dataDir];
   const needed = mode === 'child' ? 'src/node.ts' : entry[0]!;

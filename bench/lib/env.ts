@@ -31,7 +31,7 @@ export interface DocketRun {
 const debug = process.env['BENCH_DEBUG'] ? (line: string) => void process.stderr.write(`    [docket run] ${line}\n`) : () => undefined;
 
 /** A fresh nats-server and docket node for one run, stopped (and their files removed) after. */
-export async function withDocket<T>(env: BenchEnv, fn: (run: DocketRun) => Promise<T>): Promise<T> {
+export async function withDocket<T>(env: BenchEnv, fn: (run: DocketRun) => Promise<T>, nodeMode: NodeMode = env.nodeMode): Promise<T> {
   const t0 = performance.now();
   const since = (): string => `${Math.round(performance.now() - t0)} ms`;
   const nats = await startNatsServer();
@@ -40,7 +40,7 @@ export async function withDocket<T>(env: BenchEnv, fn: (run: DocketRun) => Promi
   let node: DocketNodeHandle | undefined;
   try {
     debug(`nats-server up ${since()}`);
-    node = await startDocketNode(nats.url, data.path, env.nodeMode);
+    node = await startDocketNode(nats.url, data.path, nodeMode);
     debug(`node serving ${since()}`);
     const handle = node;
     return await fn({

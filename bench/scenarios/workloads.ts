@@ -9,7 +9,7 @@
 import * as bull from '../lib/bullmq.js';
 import { measured, NotAvailableError, percentile, type Group, type Measurement, type RowDef } from '../lib/harness.js';
 import { acknowledged, connectClient, workerClass, type ClientApi } from '../lib/docket.js';
-import { redisOf, withDocket, type BenchEnv } from '../lib/env.js';
+import { redisOf, withDocket, type BenchEnv, type DocketRun } from '../lib/env.js';
 import { jobEvent, subjectOf } from '../lib/events.js';
 import { leanAppendCeiling } from '../lib/jetstream.js';
 import { jobParams, submitInChunks } from '../lib/workload.js';
@@ -96,13 +96,22 @@ export interface EndToEndOptions {
   readonly keys?: number;
   /** Runs once the node serves, before the worker starts and outside the measured time (queue settings). */
   readonly prepare?: (client: ClientApi) => Promise<void>;
+  /** The node in this process and the worker embedded in it (README "Embedded workers"). */
+  readonly embedded?: boolean;
+}
+
+/** The worker's connection: the node itself when embedded (the node runs in this process then), else the run's server. */
+function workerPlace(run: DocketRun, embedded: boolean | undefined): { servers: string } | { local: unknown } {
+  if (!embedded) return { servers: run.url };
+  if (run.node.local === undefined) throw new NotAvailableError('embedded workers need the node in process');
+  return { local: run.node.local };
 }
 
 /**
  * docket end to end: a no-op worker running first, then the jobs submitted in chunks, until the
  * node has acknowledged every completion. A fresh nats-server and node per run.
  */
-export async function docketEndToEnd(env: BenchEnv, { queue, jobs: n, concurrency, chunk, keys, prepare }: EndToEndOptions): Promise<Measurement> {
+export async function docketEndToEnd(env: BenchEnv, { queue, jobs: n, concurrency, chunk, keys, prepare, embedded }: EndToEndOptions): Promise<Measurement> {
   const Worker = await workerClass();
   return withDocket(env, async (run) => {
     const client = await connectClient(run.url);
@@ -111,7 +120,7 @@ export async function docketEndToEnd(env: BenchEnv, { queue, jobs: n, concurrenc
     let done!: () => void;
     const allHandled = new Promise<void>((resolve) => (done = resolve));
     const worker = new Worker({
-      servers: run.url,
+      ...workerPlace(run, embedded),
       queue,
       concurrency,
       handler: async () => {
@@ -137,26 +146,32 @@ export async function docketEndToEnd(env: BenchEnv, { queue, jobs: n, concurrenc
           closeMs = performance.now() - t0;
         }
       });
-      return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, concurrency, chunk, ...(keys === undefined ? {} : { keys }), worker_close_ms: Math.round(closeMs), node: run.node.mode } };
+      return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, concurrency, chunk, ...(keys === undefined ? {} : { keys }), worker_close_ms: Math.round(closeMs), node: run.node.mode, ...(embedded ? { embedded } : {}) } };
     } finally {
-      // Its claim long poll ends when the node stops, instead of after claimWaitMs.
-      run.defer(worker.close());
+      // Its claim long poll ends when the node stops, instead of after claimWaitMs. An embedded
+      // worker is closed first: it talks to the node in this process.
+      if (embedded) await worker.close();
+      else run.defer(worker.close());
       await client.close();
     }
-  });
+  }, embedded ? 'inproc' : env.nodeMode);
+}
+
+/** The same row for docket's embedded worker, against BullMQ on AOF, with the same target. */
+function embeddedRow(row: RowDef, metric: string): RowDef {
+  return {
+    ...row,
+    scenario: `${row.scenario}.embedded`,
+    title: `${row.title}; docket's worker embedded in the node's process`,
+    docket: `docket_embedded.${metric}`,
+    note: 'the worker runs in the leader\'s process (README "Embedded workers"): claims and completions reach the node without NATS, as BullMQ\'s worker reaches Redis directly; the row above is the worker in a process of its own',
+  };
 }
 
 export function endToEndGroup(env: BenchEnv, concurrency: number): Group {
   const n = concurrency === 1 ? env.config.jobsAtConcurrency1 : env.config.jobs;
   const { chunk } = env.config;
-  return {
-    name: `end_to_end_c${concurrency}`,
-    systems: {
-      docket: () => docketEndToEnd(env, { queue: 'e2e', jobs: n, concurrency, chunk }),
-      bullmq_aof: () => bull.endToEnd(redisOf(env, 'aof'), n, concurrency, chunk),
-      bullmq_memory: () => bull.endToEnd(redisOf(env, 'memory'), n, concurrency, chunk),
-    },
-    rows: peerRows(
+  const rows = peerRows(
       {
         scenario: `end_to_end.c${concurrency}`,
         metric: 'rate',
@@ -170,87 +185,99 @@ export function endToEndGroup(env: BenchEnv, concurrency: number): Group {
         : concurrency === 10
           ? { on: 'ratio', op: '>=', limit: 1, text: '≥ 1× BullMQ (AOF)' }
           : { on: 'ratio', op: '>=', limit: 0.4, text: '≥ 0.4× BullMQ (AOF)' },
-    ),
+  );
+  return {
+    name: `end_to_end_c${concurrency}`,
+    systems: {
+      docket: () => docketEndToEnd(env, { queue: 'e2e', jobs: n, concurrency, chunk }),
+      docket_embedded: () => docketEndToEnd(env, { queue: 'e2e', jobs: n, concurrency, chunk, embedded: true }),
+      bullmq_aof: () => bull.endToEnd(redisOf(env, 'aof'), n, concurrency, chunk),
+      bullmq_memory: () => bull.endToEnd(redisOf(env, 'memory'), n, concurrency, chunk),
+    },
+    rows: [...rows, embeddedRow(rows[0]!, 'rate')],
   };
 }
 
 export function latencyGroup(env: BenchEnv): Group {
   const n = env.config.latencyJobs;
   const warmup = 20;
+  const p50 = peerRows(
+    { scenario: 'latency.p50', metric: 'p50', title: `submit → completed, ${n.toLocaleString('en-US')} jobs in sequence, p50`, unit: 'ms', better: 'lower' },
+    { on: 'ratio', op: '<=', limit: 1.5, text: '≤ 1.5× BullMQ (AOF)' },
+  );
+  const p99 = peerRows(
+    { scenario: 'latency.p99', metric: 'p99', title: `submit → completed, ${n.toLocaleString('en-US')} jobs in sequence, p99`, unit: 'ms', better: 'lower' },
+    { on: 'ratio', op: '<=', limit: 1, text: '≤ BullMQ (AOF)' },
+  );
   return {
     name: 'latency',
     systems: {
-      docket: async () => {
-        const Worker = await workerClass();
-        return withDocket(env, async (run): Promise<Measurement> => {
-          const client = await connectClient(run.url);
-          const watcher = await connectClient(run.url);
-          const worker = new Worker({ servers: run.url, queue: 'latency', concurrency: 1, handler: async () => null });
-          await worker.start();
-          const abort = new AbortController();
-          const waiting = new Map<string, () => void>();
-          const early = new Set<string>();
-          // One live-event subscription for the whole loop (docket.evt.job.latency.>, core NATS:
-          // the leader publishes each event once its commit is acknowledged), in place before
-          // the first submit. BullMQ's waitUntilFinished also listens to events its server pushes.
-          const events = watcher.live({ queue: 'latency', types: ['job.succeeded', 'job.failed'], signal: abort.signal });
-          await events.ready;
-          const iterator = events[Symbol.asyncIterator]();
-          const pump = (async () => {
-            for (;;) {
-              const next = await iterator.next();
-              if (next.done) return;
-              const id = next.value.aggregate.id;
-              const resolve = waiting.get(id);
-              if (resolve) resolve();
-              else early.add(id);
-            }
-          })();
-          try {
-            const samples: number[] = [];
-            const m = await measured(run.roles(), async () => {
-              for (let i = 0; i < n + warmup; i++) {
-                const t0 = performance.now();
-                const { job_id } = await client.submit({ queue: 'latency', params: { i } });
-                if (!early.delete(job_id)) {
-                  await Promise.race([
-                    new Promise<void>((resolve) => waiting.set(job_id, resolve)),
-                    pump.then(() => { throw new Error('events() ended'); }),
-                    new Promise((_, reject) => setTimeout(() => reject(new Error(`job ${job_id} not completed in 30 s`)), 30_000).unref()),
-                  ]);
-                  waiting.delete(job_id);
-                }
-                if (i >= warmup) samples.push(performance.now() - t0);
-              }
-            });
-            return {
-              values: { p50: percentile(samples, 50), p99: percentile(samples, 99) },
-              cpu: m.cpu,
-              extra: { jobs: n, warmup, mean: samples.reduce((a, b) => a + b, 0) / samples.length, max: Math.max(...samples), node: run.node.mode },
-            };
-          } finally {
-            abort.abort();
-            await pump.catch(() => undefined);
-            run.defer(worker.close());
-            await watcher.close();
-            await client.close();
-          }
-        });
-      },
+      docket: () => docketLatency(false),
+      docket_embedded: () => docketLatency(true),
       bullmq_aof: () => bull.latency(redisOf(env, 'aof'), n, warmup),
       bullmq_memory: () => bull.latency(redisOf(env, 'memory'), n, warmup),
     },
-    rows: [
-      ...peerRows(
-        { scenario: 'latency.p50', metric: 'p50', title: `submit → completed, ${n.toLocaleString('en-US')} jobs in sequence, p50`, unit: 'ms', better: 'lower' },
-        { on: 'ratio', op: '<=', limit: 1.5, text: '≤ 1.5× BullMQ (AOF)' },
-      ),
-      ...peerRows(
-        { scenario: 'latency.p99', metric: 'p99', title: `submit → completed, ${n.toLocaleString('en-US')} jobs in sequence, p99`, unit: 'ms', better: 'lower' },
-        { on: 'ratio', op: '<=', limit: 1, text: '≤ BullMQ (AOF)' },
-      ),
-    ],
+    rows: [...p50, embeddedRow(p50[0]!, 'p50'), ...p99, embeddedRow(p99[0]!, 'p99')],
   };
+
+  async function docketLatency(embedded: boolean): Promise<Measurement> {
+    const Worker = await workerClass();
+    return withDocket(env, async (run): Promise<Measurement> => {
+      const client = await connectClient(run.url);
+      const watcher = await connectClient(run.url);
+      const worker = new Worker({ ...workerPlace(run, embedded), queue: 'latency', concurrency: 1, handler: async () => null });
+      await worker.start();
+      const abort = new AbortController();
+      const waiting = new Map<string, () => void>();
+      const early = new Set<string>();
+      // One live-event subscription for the whole loop (docket.evt.job.latency.>, core NATS:
+      // the leader publishes each event once its commit is acknowledged), in place before
+      // the first submit. BullMQ's waitUntilFinished also listens to events its server pushes.
+      const events = watcher.live({ queue: 'latency', types: ['job.succeeded', 'job.failed'], signal: abort.signal });
+      await events.ready;
+      const iterator = events[Symbol.asyncIterator]();
+      const pump = (async () => {
+        for (;;) {
+          const next = await iterator.next();
+          if (next.done) return;
+          const id = next.value.aggregate.id;
+          const resolve = waiting.get(id);
+          if (resolve) resolve();
+          else early.add(id);
+        }
+      })();
+      try {
+        const samples: number[] = [];
+        const m = await measured(run.roles(), async () => {
+          for (let i = 0; i < n + warmup; i++) {
+            const t0 = performance.now();
+            const { job_id } = await client.submit({ queue: 'latency', params: { i } });
+            if (!early.delete(job_id)) {
+              await Promise.race([
+                new Promise<void>((resolve) => waiting.set(job_id, resolve)),
+                pump.then(() => { throw new Error('events() ended'); }),
+                new Promise((_, reject) => setTimeout(() => reject(new Error(`job ${job_id} not completed in 30 s`)), 30_000).unref()),
+              ]);
+              waiting.delete(job_id);
+            }
+            if (i >= warmup) samples.push(performance.now() - t0);
+          }
+        });
+        return {
+          values: { p50: percentile(samples, 50), p99: percentile(samples, 99) },
+          cpu: m.cpu,
+          extra: { jobs: n, warmup, mean: samples.reduce((a, b) => a + b, 0) / samples.length, max: Math.max(...samples), node: run.node.mode, ...(embedded ? { embedded } : {}) },
+        };
+      } finally {
+        abort.abort();
+        await pump.catch(() => undefined);
+        if (embedded) await worker.close();
+        else run.defer(worker.close());
+        await watcher.close();
+        await client.close();
+      }
+    }, embedded ? 'inproc' : env.nodeMode);
+  }
 }
 
 export { NotAvailableError };

@@ -16,6 +16,7 @@ import { silentLogger, type Logger } from '../logger.js';
 import { CompletionBatcher, type CompletionVerb } from './completions.js';
 import { connectNats, requestBytes } from '../nats/connection.js';
 import { isQueueName, NODE_NAME, subjects, type WorkVerb } from '../nats/subjects.js';
+import type { LocalWork } from '../dispatch/work-service.js';
 
 /** Claims a worker keeps open at once. */
 const MAX_CLAIMS_IN_FLIGHT = 4;
@@ -69,6 +70,12 @@ export interface WorkerOptions {
   readonly servers?: string | string[];
   /** Use this connection; `close()` leaves it open. */
   readonly nc?: NatsConnection;
+  /**
+   * Run in this node's process (README "Embedded workers"): claims and completions are served by
+   * the node itself while it leads the queue, with no NATS round trip, and go over the node's
+   * connection otherwise. Takes the place of `servers` and `nc`; close the worker before the node.
+   */
+  readonly local?: { readonly nc: NatsConnection; readonly work: LocalWork };
   /** Jobs run at once. @defaultValue 1 */
   readonly concurrency?: number;
   /** Lease asked for each claim; heartbeats go every third of it. @defaultValue 30000 */
@@ -189,7 +196,8 @@ export class Worker {
 
   async start(): Promise<void> {
     if (this.running) return;
-    if (this.options.nc) this.nc = this.options.nc;
+    if (this.options.local) this.nc = this.options.local.nc;
+    else if (this.options.nc) this.nc = this.options.nc;
     else {
       this.nc = await connectNats(this.options.servers === undefined ? { name: `docket-worker-${this.id}` } : { servers: this.options.servers, name: `docket-worker-${this.id}` });
       this.ownsConnection = true;
@@ -209,8 +217,10 @@ export class Worker {
   }
 
   private async request<T>(verb: WorkVerb, body: unknown, timeoutMs: number): Promise<T> {
-    const msg = await this.nc!.request(subjects.work(this.options.queue, verb), requestBytes(this.nc!, body), { timeout: timeoutMs });
-    const reply = msg.json<{ ok: boolean; error?: ErrorBody } & T>();
+    const data = requestBytes(this.nc!, body);
+    const { local } = this.options;
+    const replyData = local ? await local.work.local(this.options.queue, verb, data, timeoutMs) : (await this.nc!.request(subjects.work(this.options.queue, verb), data, { timeout: timeoutMs })).data;
+    const reply = JSON.parse(Buffer.from(replyData.buffer, replyData.byteOffset, replyData.byteLength).toString('utf8')) as { ok: boolean; error?: ErrorBody } & T;
     if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
     return reply;
   }

@@ -7,7 +7,7 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Leadership } from '../cluster/leadership.js';
 import type { PartitionRouter } from '../cluster/partition-router.js';
-import { errorReply, maxPayload, respondSafely } from '../commands/reply.js';
+import { errorReply, maxPayload, replyBytes, respondSafely } from '../commands/reply.js';
 import type { CommandContext } from '../commands/handle-command.js';
 import { endRun } from '../commands/job-commands.js';
 import {
@@ -82,9 +82,17 @@ function isBatch(body: unknown): boolean {
   return body !== null && typeof body === 'object' && Object.hasOwn(body, 'runs');
 }
 
-export class WorkService {
+/** The worker protocol without NATS, for a worker in the leader's own process. */
+export interface LocalWork {
+  /** One request's body (JSON bytes) in, its reply (JSON bytes) out: as `docket.work.<queue>.<verb>` would answer it. */
+  local(queue: string, verb: WorkVerb, data: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
+}
+
+export class WorkService implements LocalWork {
   private readonly subs: Subscription[] = [];
   private readonly inFlight = new Set<Promise<void>>();
+  /** Stopped: a local request goes over NATS, to whichever node leads its queue now. */
+  private stopped = false;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -258,11 +266,34 @@ export class WorkService {
     return dispatcher ? { jobs: await dispatcher.claim(next) } : claimed;
   }
 
+  /**
+   * A request of a worker in this node's process (README "Embedded workers"): served here
+   * without a NATS round trip when this node leads the queue, sent as any worker's request
+   * otherwise. Bytes in and out, as on the wire: the worker and the store never share an object.
+   */
+  async local(queue: string, verb: WorkVerb, data: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+    if (this.stopped || !this.leadership.isLeader(queue)) return (await this.nc.request(subjects.work(queue, verb), data, { timeout: timeoutMs })).data;
+    let reply: Record<string, unknown> = {};
+    const served = (async () => {
+      try {
+        reply = { ok: true, ...(await this.handle(queue, verb, parseJson(data))) };
+      } catch (err) {
+        reply = errorReply(err, this.log);
+      }
+    })();
+    // Tracked like a request from NATS: stop() waits for it to be answered.
+    const done = served.finally(() => this.inFlight.delete(done));
+    this.inFlight.add(done);
+    await done;
+    return replyBytes(reply);
+  }
+
   private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {
     respondSafely(this.nc, msg, reply, this.log, this.outbox);
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     for (const sub of this.subs.splice(0)) sub.unsubscribe();
     await Promise.allSettled([...this.inFlight]);
   }

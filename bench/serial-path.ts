@@ -1,0 +1,139 @@
+/**
+ * What one job costs each process, docket beside BullMQ (Redis AOF) in one run: CPU (user and
+ * kernel), socket writes and reads per job, from /proc/<pid>/stat and /proc/<pid>/io. At
+ * concurrency 1 a job's path is serial, so the count of writes on it (each one a syscall that
+ * wakes another process) is what the VM charges most for (README "Performance").
+ *
+ *   npx tsx bench/serial-path.ts [jobs=3000] [concurrency=1]
+ */
+import { readFileSync } from 'node:fs';
+import { Queue, Worker as BullWorker } from 'bullmq';
+import { startNatsServer } from '../test/support/nats-server.js';
+import { connection, addBulk } from './lib/bullmq.js';
+import { acknowledged, connectClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
+import { startRedis } from './lib/procs.js';
+import { submitInChunks } from './lib/workload.js';
+
+const n = Number(process.argv[2] ?? 3_000);
+const concurrency = Number(process.argv[3] ?? 1);
+const CHUNK = 1_000;
+
+interface Counters {
+  readonly userS: number;
+  readonly systemS: number;
+  readonly writes: number;
+  readonly reads: number;
+}
+
+/** A process's CPU (user, kernel) and its read and write syscalls so far. */
+function countersOf(pid: number | 'self'): Counters {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const io = Object.fromEntries(
+    readFileSync(`/proc/${pid}/io`, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => line.split(': ')),
+  ) as Record<string, string>;
+  return { userS: Number(fields[11]) / 100, systemS: Number(fields[12]) / 100, writes: Number(io['syscw']), reads: Number(io['syscr']) };
+}
+
+/** Per job between two readings: µs of user and kernel CPU, writes and reads. */
+function perJob(before: Counters, after: Counters): Record<string, number> {
+  const us = (s: number) => Math.round((s * 1e6) / n);
+  const per = (k: number) => +(k / n).toFixed(2);
+  return { user_us: us(after.userS - before.userS), sys_us: us(after.systemS - before.systemS), writes: per(after.writes - before.writes), reads: per(after.reads - before.reads) };
+}
+
+/** Runs `work` and reports each named process's cost per job, and the rate. */
+async function measure(pids: Record<string, number | 'self'>, work: () => Promise<void>): Promise<Record<string, unknown>> {
+  const before = Object.fromEntries(Object.entries(pids).map(([role, pid]) => [role, countersOf(pid)]));
+  const t0 = performance.now();
+  await work();
+  const seconds = (performance.now() - t0) / 1000;
+  const after = Object.fromEntries(Object.entries(pids).map(([role, pid]) => [role, countersOf(pid)]));
+  return { rate: Math.round(n / seconds), ...Object.fromEntries(Object.keys(pids).map((role) => [role, perJob(before[role]!, after[role]!)])) };
+}
+
+async function docket(): Promise<Record<string, unknown>> {
+  const server = await startNatsServer();
+  const dir = tempDir('serial-path');
+  const node = await startDocketNode(server.url, dir.path, 'cli');
+  const client = await connectClient(server.url);
+  const Worker = await workerClass();
+  let handled = 0;
+  let done!: () => void;
+  const allHandled = new Promise<void>((resolve) => (done = resolve));
+  const worker = new Worker({ servers: server.url, queue: 'serial', concurrency, handler: async () => (++handled === n ? done() : undefined, null) });
+  await worker.start();
+  try {
+    return await measure({ node: node.pid, nats: server.process.pid!, bench: 'self' }, async () => {
+      await submitInChunks(client, 'serial', n, CHUNK);
+      await allHandled;
+      if (worker.counts) await acknowledged(worker, n);
+    });
+  } finally {
+    await worker.close();
+    await client.close();
+    await node.close();
+    await server.stop();
+    dir.remove();
+  }
+}
+
+/** The same jobs with the node in this process and the worker embedded in it (`local: node`). */
+async function embedded(): Promise<Record<string, unknown>> {
+  const server = await startNatsServer();
+  const dir = tempDir('serial-path-embedded');
+  const { startNode } = await import('../src/node.js');
+  const { Worker } = await import('../src/client/worker.js');
+  const node = await startNode({ servers: server.url, dataDir: dir.path });
+  const client = await connectClient(server.url);
+  let handled = 0;
+  let done!: () => void;
+  const allHandled = new Promise<void>((resolve) => (done = resolve));
+  const worker = new Worker({ local: node, queue: 'serial', concurrency, handler: async () => (++handled === n ? done() : undefined, null) });
+  await worker.start();
+  try {
+    return await measure({ nats: server.process.pid!, bench: 'self' }, async () => {
+      await submitInChunks(client, 'serial', n, CHUNK);
+      await allHandled;
+      await acknowledged(worker, n);
+    });
+  } finally {
+    await worker.close();
+    await client.close();
+    await node.close();
+    await server.stop();
+    dir.remove();
+  }
+}
+
+async function bullmq(): Promise<Record<string, unknown>> {
+  const redis = await startRedis('aof');
+  const queue = new Queue('serial', { connection: connection(redis) });
+  await queue.waitUntilReady();
+  let completed = 0;
+  let done!: () => void;
+  const allDone = new Promise<void>((resolve) => (done = resolve));
+  const worker = new BullWorker('serial', async () => null, { connection: connection(redis), concurrency });
+  worker.on('completed', () => {
+    if (++completed === n) done();
+  });
+  await worker.waitUntilReady();
+  try {
+    return await measure({ redis: redis.pid, bench: 'self' }, async () => {
+      await addBulk(queue, n, CHUNK);
+      await allDone;
+    });
+  } finally {
+    await worker.close();
+    await queue.close();
+    await redis.stop();
+  }
+}
+
+console.log(JSON.stringify({ jobs: n, concurrency, docket: await docket() }));
+console.log(JSON.stringify({ jobs: n, concurrency, docket_embedded: await embedded() }));
+console.log(JSON.stringify({ jobs: n, concurrency, bullmq: await bullmq() }));
+process.exit(0);

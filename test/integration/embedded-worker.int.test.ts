@@ -1,0 +1,135 @@
+/**
+ * Embedded workers (README "Embedded workers"): a Worker given `local: node` runs in the node's
+ * process. While that node leads the queue its claims and completions are served in process, so
+ * no work request crosses NATS; when another node leads, they go over NATS like any worker's.
+ * Either way the log is the same: every job ends once, no job has two open runs, the audit is clean.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { Worker } from '../../src/client/worker.js';
+import { auditMessages } from '../../src/audit/audit.js';
+import { subjects } from '../../src/nats/subjects.js';
+import type { DocketNode } from '../../src/node.js';
+import { readLog } from '../../src/store/read-log.js';
+import { closeTestFile, queueLog, startTwoNodes, uniqueQueue, type TwoNodes } from '../support/docket.js';
+import { doubleOpenRuns, eventually, leadNow, maxOpenRuns, until } from '../support/worker-helpers.js';
+
+let cluster: TwoNodes;
+const workers = new Set<Worker>();
+
+beforeAll(async () => {
+  cluster = await startTwoNodes('embedded');
+});
+
+afterEach(async () => {
+  for (const w of workers) await w.close();
+  workers.clear();
+});
+
+afterAll(async () => {
+  await closeTestFile({ client: cluster.client, nc: cluster.nc, nodes: [cluster.a, cluster.b], server: cluster.server });
+});
+
+/** Counts the work requests of `queue` that travel over NATS (claims, completions, heartbeats). */
+async function countWorkRequests(nc: NatsConnection, queue: string): Promise<{ readonly count: () => number; readonly sub: Subscription }> {
+  let seen = 0;
+  const sub = nc.subscribe(`${subjects.work(queue, 'claim').split('.').slice(0, -1).join('.')}.>`, { callback: () => void (seen += 1) });
+  await nc.flush();
+  return { count: () => seen, sub };
+}
+
+function allSucceeded(ids: readonly string[]): (store: DocketNode['store']) => boolean {
+  return (store) => ids.every((id) => store.get(id)?.state.job.value === 'succeeded');
+}
+
+/** `n` jobs with params {i} from `from` on. */
+async function submit(queue: string, n: number, from = 0): Promise<string[]> {
+  const { jobs } = await cluster.client.submitBatch(Array.from({ length: n }, (_, i) => ({ queue, params: { i: from + i } })));
+  return jobs.map((j) => {
+    if (!j.ok) throw new Error(`submit refused: ${JSON.stringify(j)}`);
+    return j.job_id;
+  });
+}
+
+describe('a Worker embedded in a node', () => {
+  test('on the leader: runs every job once, at most `concurrency` at a time, with no work request over NATS', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    // The queue's first submit makes one of the two nodes its leader; the worker is embedded there.
+    const ids = await submit(queue, 1);
+    const leader = await leadNow(cluster.nc, queue, [cluster.a, cluster.b]);
+    const requests = await countWorkRequests(cluster.nc, queue);
+    let active = 0;
+    let maxActive = 0;
+    const results = new Map<string, number>();
+    const worker = new Worker({
+      local: leader,
+      queue,
+      concurrency: 4,
+      handler: async (job, ctx) => {
+        active += 1;
+        maxActive = Math.max(maxActive, active);
+        await new Promise((r) => setImmediate(r));
+        active -= 1;
+        results.set(job.job_id, ctx.fencingToken);
+        return { doubled: (job.params['i'] as number) * 2 };
+      },
+    });
+    workers.add(worker);
+    await worker.start();
+    ids.push(...(await submit(queue, 59, 1)));
+    await until(leader, allSucceeded(ids), 'all sixty succeeded');
+    await eventually(() => worker.counts.succeeded === 60, 'the worker counted sixty successes');
+    requests.sub.unsubscribe();
+    expect(requests.count()).toBe(0);
+    expect(maxActive).toBeLessThanOrEqual(4);
+    expect(results.size).toBe(60);
+    const detail = await cluster.client.get(ids[7]!);
+    expect(detail.run).toMatchObject({ status: 'completed', result: { doubled: 14 } });
+    const log = await queueLog(cluster.nc, queue);
+    expect(maxOpenRuns(log)).toBeLessThanOrEqual(4);
+    expect(doubleOpenRuns(log)).toEqual([]);
+  });
+
+  test('on a node that does not lead the queue: its requests go over NATS to the leader, and every job runs once', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const ids = await submit(queue, 1);
+    const leader = await leadNow(cluster.nc, queue, [cluster.a, cluster.b]);
+    const follower = leader === cluster.a ? cluster.b : cluster.a;
+    const requests = await countWorkRequests(cluster.nc, queue);
+    const worker = new Worker({ local: follower, queue, concurrency: 2, handler: () => null });
+    workers.add(worker);
+    await worker.start();
+    ids.push(...(await submit(queue, 19, 1)));
+    await until(leader, allSucceeded(ids), 'all twenty succeeded');
+    requests.sub.unsubscribe();
+    expect(follower.leadership.isLeader(queue)).toBe(false);
+    expect(requests.count()).toBeGreaterThan(0);
+    expect(doubleOpenRuns(await queueLog(cluster.nc, queue))).toEqual([]);
+  });
+
+  test('a handler that throws fails its run, as for a worker of its own', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const [id] = await submit(queue, 1);
+    const leader = await leadNow(cluster.nc, queue, [cluster.a, cluster.b]);
+    const worker = new Worker({
+      local: leader,
+      queue,
+      handler: () => {
+        throw new Error('kaput');
+      },
+    });
+    workers.add(worker);
+    await worker.start();
+    await until(leader, (store) => store.get(id!)?.state.job.value === 'failed', 'the job failed');
+    const detail = await cluster.client.get(id!);
+    expect(detail.run).toMatchObject({ status: 'failed', error: { message: 'kaput' } });
+  });
+
+  test('everything this file appended passes docket audit (runs this file\'s tests first)', async () => {
+    const messages = [];
+    for await (const m of readLog(cluster.nc)) messages.push(m);
+    const audit = auditMessages(messages);
+    expect(audit.jobEvents).toBeGreaterThan(100);
+    expect(audit.violations).toEqual([]);
+  });
+});
