@@ -140,8 +140,8 @@ export class Worker {
   private claimBackoffMs = 100;
   /** Whether claims carry a `request_id`: cleared once a node refuses the field (older than it). */
   private claimIds = true;
-  /** Called by close(): pauses between resends end at once. */
-  private readonly onClose = new Set<() => void>();
+  /** Ends the pauses of failed claims before they are sent again (close, or the queue answering again). */
+  private readonly pauses = new Set<() => void>();
   /** Claims have been failing since the last one answered: logged once per streak, not per retry. */
   private claimsFailing = false;
   private readonly log: Logger;
@@ -218,6 +218,11 @@ export class Worker {
     const msg = await this.nc!.request(subjects.work(this.options.queue, verb), requestBytes(this.nc!, body), { timeout: timeoutMs });
     const reply = msg.json<{ ok: boolean; error?: ErrorBody } & T>();
     if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
+    // The queue is served again: failed claims waiting to be sent again go now, not after their pause.
+    if (this.pauses.size > 0) {
+      this.claimBackoffMs = 100;
+      for (const wake of [...this.pauses]) wake();
+    }
     return reply;
   }
 
@@ -315,16 +320,16 @@ export class Worker {
     }
   }
 
-  /** Waits `ms`, or less when the worker closes meanwhile. */
+  /** Waits `ms`, or less when the worker closes or a request is answered meanwhile. */
   private pause(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
-        this.onClose.delete(done);
+        this.pauses.delete(done);
         resolve();
       };
       const timer = setTimeout(done, ms);
-      this.onClose.add(done);
+      this.pauses.add(done);
     });
   }
 
@@ -525,7 +530,7 @@ export class Worker {
   async close(): Promise<void> {
     if (!this.running) return;
     this.running = false;
-    for (const wake of [...this.onClose]) wake();
+    for (const wake of [...this.pauses]) wake();
     this.changed();
     await this.loop;
     while (this.active.size > 0) await this.nextChange();
