@@ -10,8 +10,14 @@ import { DocketError, fromErrorBody, type ErrorBody } from '../errors.js';
 
 export type CompletionVerb = 'complete' | 'fail';
 
-/** How one run's end was taken: its job's status and the job claimed for the slot it freed. */
-export type CompletionOutcome = { readonly status: string; readonly next: ClaimedJob | undefined } | { readonly refused: DocketError } | { readonly undelivered: true };
+/**
+ * How one run's end was taken: its job's status and the job claimed for the slot it freed. A run
+ * refused in a batch frees its slot all the same, and may have been handed a job for it.
+ */
+export type CompletionOutcome =
+  | { readonly status: string; readonly next: ClaimedJob | undefined }
+  | { readonly refused: DocketError; readonly next?: ClaimedJob | undefined }
+  | { readonly undelivered: true };
 
 interface Pending {
   readonly item: Record<string, unknown>;
@@ -37,6 +43,12 @@ const MAX_ATTEMPTS = 20;
 export class CompletionBatcher {
   private readonly pending: Pending[] = [];
   private inFlight = false;
+  /**
+   * The next claim of a send whose outcome is unknown (no reply): the resend carries it again, with
+   * its request id, so the leader answers with the jobs it may have claimed for the first send
+   * rather than claiming more (README "Workers"). A completion is idempotent by run id already.
+   */
+  private unanswered: Record<string, unknown> | undefined;
 
   constructor(
     private readonly verb: CompletionVerb,
@@ -67,7 +79,8 @@ export class CompletionBatcher {
   }
 
   private async deliver(batch: Pending[]): Promise<void> {
-    const next = this.nextClaim(batch.length);
+    const next = this.unanswered ?? this.nextClaim(batch.length);
+    this.unanswered = undefined;
     let retry: Pending[] = [];
     try {
       if (batch.length === 1) {
@@ -80,7 +93,7 @@ export class CompletionBatcher {
         batch.forEach((p, i) => {
           const answer = reply.runs[i];
           if (answer?.ok) p.resolve({ status: answer.status, next: jobs[i] });
-          else if (answer && answer.error.code !== 'unavailable') p.resolve({ refused: fromErrorBody(answer.error) });
+          else if (answer && answer.error.code !== 'unavailable') p.resolve({ refused: fromErrorBody(answer.error), next: jobs[i] });
           else retry.push(p);
         });
       }
@@ -90,6 +103,7 @@ export class CompletionBatcher {
         return;
       }
       retry = batch;
+      this.unanswered = next;
     }
     for (const p of retry) {
       p.attempts += 1;

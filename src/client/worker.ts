@@ -143,6 +143,12 @@ export class Worker {
   private reserved = 0;
   private claimsInFlight = 0;
   private claimBackoff = false;
+  /** How long a failed claim waits before it is sent again; doubles while claims keep failing. */
+  private claimBackoffMs = 100;
+  /** Whether claims carry a `request_id`: cleared once a node refuses the field (older than it). */
+  private claimIds = true;
+  /** Ends the pauses of failed claims before they are sent again (close, or the queue answering again). */
+  private readonly pauses = new Set<() => void>();
   /** Claims have been failing since the last one answered: logged once per streak, not per retry. */
   private claimsFailing = false;
   private readonly log: Logger;
@@ -222,6 +228,11 @@ export class Worker {
     const replyData = local ? await local.work.local(this.options.queue, verb, data, timeoutMs) : (await this.nc!.request(subjects.work(this.options.queue, verb), data, { timeout: timeoutMs })).data;
     const reply = JSON.parse(Buffer.from(replyData.buffer, replyData.byteOffset, replyData.byteLength).toString('utf8')) as { ok: boolean; error?: ErrorBody } & T;
     if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
+    // The queue is served again: failed claims waiting to be sent again go now, not after their pause.
+    if (this.pauses.size > 0) {
+      this.claimBackoffMs = 100;
+      for (const wake of [...this.pauses]) wake();
+    }
     return reply;
   }
 
@@ -240,7 +251,6 @@ export class Worker {
    * reserved until the reply, so active runs never exceed `concurrency`.
    */
   private async claimLoop(): Promise<void> {
-    let backoffMs = 100;
     while (this.running && this.claiming) {
       if (this.budgetLeft() <= 0) {
         // Every job maxJobs allows is claimed or asked for: once the asks are answered, done.
@@ -256,40 +266,81 @@ export class Worker {
       }
       this.reserved += free;
       this.claimsInFlight += 1;
-      void this.request<{ jobs: WorkerJob[] }>(
-        'claim',
-        { ...this.claimFields(free), wait_ms: this.claimWaitMs },
-        this.claimWaitMs + 10_000,
-      )
-        .then(
-          ({ jobs }) => {
-            // Answered: no longer in flight for the runs it starts (their completions ask whether
-            // any claim is out).
-            this.claimsInFlight -= 1;
-            backoffMs = 100;
-            if (this.claimsFailing) this.log.info('claims answered again');
-            this.claimsFailing = false;
-            this.reserved -= free;
-            // untilEmpty: a claim that found nothing means nothing within reach is left.
-            if (this.options.untilEmpty && jobs.length === 0) this.claiming = false;
-            for (const job of jobs) this.run(job);
-          },
-          async (err: unknown) => {
-            this.claimsInFlight -= 1;
-            this.reserved -= free;
-            if (!this.running) return;
-            if (!this.claimsFailing) this.log.warn({ reason: claimFailure(err) }, 'claims failing, retrying until they are answered');
-            else this.log.debug({ err }, 'claim failed, retrying');
-            this.claimsFailing = true;
-            this.claimBackoff = true;
-            await new Promise((r) => setTimeout(r, backoffMs));
-            backoffMs = Math.min(2_000, backoffMs * 2);
-            this.claimBackoff = false;
-          },
-        )
-        .finally(() => this.changed());
+      void this.claim(free).finally(() => this.changed());
     }
     while (this.claimsInFlight > 0) await this.nextChange();
+  }
+
+  /**
+   * One claim for `free` reserved slots, sent until it is answered (or the worker closes). A claim
+   * that failed may have been taken all the same: its reply lost (the request timed out while the
+   * leader was slow, the node forwarding it gave up on the leader, the connection blinked) after
+   * its jobs were claimed. So it is sent again as it was, with the same `request_id`: the leader
+   * answers a resend with the runs it already handed out for it, claiming nothing new (README
+   * "Workers"), instead of those jobs running with nobody working on them until their leases lapse.
+   */
+  private async claim(free: number): Promise<void> {
+    let body: Record<string, unknown> = { ...this.claimFields(free), wait_ms: this.claimWaitMs, ...(this.claimIds ? { request_id: randomIds.next() } : {}) };
+    let answered = false;
+    try {
+      while (this.running) {
+        let jobs: WorkerJob[];
+        try {
+          ({ jobs } = await this.request<{ jobs: WorkerJob[] }>('claim', body, this.claimWaitMs + 10_000));
+        } catch (err) {
+          if (!this.running) return;
+          if ('request_id' in body && refusesField(err, 'request_id')) {
+            // A node older than `request_id` refuses the field (its schema is strict): claim
+            // without it from now on, as before it existed.
+            this.claimIds = false;
+            const { request_id: _, ...plain } = body;
+            body = plain;
+            this.log.info('the node does not take a claim\'s request_id; claims are sent without it (a lost reply leaves its jobs to their leases)');
+            continue;
+          }
+          if (!this.claimsFailing) this.log.warn({ reason: claimFailure(err) }, 'claims failing, retrying until they are answered');
+          else this.log.debug({ err }, 'claim failed, retrying');
+          this.claimsFailing = true;
+          this.claimBackoff = true;
+          await this.pause(this.claimBackoffMs);
+          this.claimBackoffMs = Math.min(2_000, this.claimBackoffMs * 2);
+          this.claimBackoff = false;
+          // The loop held other claims back meanwhile.
+          this.changed();
+          continue;
+        }
+        // Answered: no longer in flight for the runs it starts (their completions ask whether any
+        // claim is out).
+        answered = true;
+        this.claimsInFlight -= 1;
+        this.reserved -= free;
+        this.claimBackoffMs = 100;
+        if (this.claimsFailing) this.log.info('claims answered again');
+        this.claimsFailing = false;
+        // untilEmpty: a claim that found nothing means nothing within reach is left.
+        if (this.options.untilEmpty && jobs.length === 0) this.claiming = false;
+        for (const job of jobs) this.run(job);
+        return;
+      }
+    } finally {
+      if (!answered) {
+        this.claimsInFlight -= 1;
+        this.reserved -= free;
+      }
+    }
+  }
+
+  /** Waits `ms`, or less when the worker closes or a request is answered meanwhile. */
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.pauses.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.pauses.add(done);
+    });
   }
 
   /** Jobs maxJobs still allows, less those asked for by claims in flight. */
@@ -349,9 +400,11 @@ export class Worker {
           status = done.status;
           next = done.next ? [done.next] : [];
         } else if ('refused' in done) {
-          // stale_run / invalid_transition: the run lost its job; the log already says how.
+          // stale_run / invalid_transition: the run lost its job; the log already says how. In a
+          // batch its slot was claimed for all the same.
           log.warn({ err: done.refused }, `${verb} refused`);
           this.counts.lost += 1;
+          next = done.next ? [done.next] : [];
         } else {
           log.error(`${verb} not delivered; the lease will lapse`);
         }
@@ -372,24 +425,40 @@ export class Worker {
       (v, body) => this.sendCompletion(v, body),
       // A completion's claim is not counted in `reserved`: with maxJobs the claim loop alone asks,
       // so the bound holds exactly.
-      (max) => (this.running && this.claiming && this.options.maxJobs === undefined ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.nextClaimWaitMs } : {}) } : undefined),
+      (max) =>
+        this.running && this.claiming && this.options.maxJobs === undefined
+          ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.nextClaimWaitMs } : {}), ...(this.claimIds ? { request_id: randomIds.next() } : {}) }
+          : undefined,
       (attempt) => Math.min(2_000, 100 * 2 ** attempt),
     );
   }
 
   /** Sends a completion; one whose next claim waits is answered up to that wait later. */
   private async sendCompletion<T>(verb: CompletionVerb, body: unknown): Promise<T> {
-    const next = (body as { next?: { wait_ms?: number } }).next;
-    try {
-      return await this.request<T>(verb, body, 10_000 + (next?.wait_ms ?? 0));
-    } catch (err) {
-      // A node older than `next.wait_ms` refuses the field (its schema is strict): send this
-      // completion, and every later one, with a next claim that does not wait.
-      if (next?.wait_ms === undefined || !(err instanceof DocketError) || err.code !== 'invalid_request' || !err.message.includes('next.wait_ms')) throw err;
-      this.nextClaimWaitMs = 0;
-      this.log.info('the node does not take a waiting next claim (next.wait_ms); completions carry one that does not wait');
-      const { wait_ms: _, ...plain } = next;
-      return this.request<T>(verb, { ...(body as Record<string, unknown>), next: plain }, 10_000);
+    let sent = body as Record<string, unknown> & { next?: { wait_ms?: number; request_id?: string } };
+    for (;;) {
+      const next = sent.next;
+      try {
+        return await this.request<T>(verb, sent, 10_000 + (next?.wait_ms ?? 0));
+      } catch (err) {
+        // A node older than a field of `next` refuses it (its schema is strict): send this
+        // completion again, and every later one, without it.
+        if (next?.request_id !== undefined && refusesField(err, 'next.request_id')) {
+          this.claimIds = false;
+          this.log.info('the node does not take a claim\'s request_id (next.request_id); claims are sent without it');
+          const { request_id: _, ...plain } = next;
+          sent = { ...sent, next: plain };
+          continue;
+        }
+        if (next?.wait_ms !== undefined && refusesField(err, 'next.wait_ms')) {
+          this.nextClaimWaitMs = 0;
+          this.log.info('the node does not take a waiting next claim (next.wait_ms); completions carry one that does not wait');
+          const { wait_ms: _, ...plain } = next;
+          sent = { ...sent, next: plain };
+          continue;
+        }
+        throw err;
+      }
     }
   }
 
@@ -471,6 +540,7 @@ export class Worker {
   async close(): Promise<void> {
     if (!this.running) return;
     this.running = false;
+    for (const wake of [...this.pauses]) wake();
     this.changed();
     await this.loop;
     while (this.active.size > 0) await this.nextChange();
@@ -504,6 +574,11 @@ function cutToBytes(text: string, maxBytes: number): string {
   // many units fit; a high surrogate left alone at the end is dropped.
   const cut = text.slice(0, Math.floor(maxBytes / 3) - 1);
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
+/** Whether a node refused a request for holding `field`: a node older than the field (strict schemas). */
+function refusesField(err: unknown, field: string): boolean {
+  return err instanceof DocketError && err.code === 'invalid_request' && err.message.includes(field);
 }
 
 /** A failed claim in one phrase, without a stack: what a person watching the worker needs. */

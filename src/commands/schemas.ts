@@ -157,6 +157,9 @@ export const claimSchema = z
       .max(Priority.Max)
       .describe('only jobs at this priority or more urgent (docket populate --priority); answered at once, with none, when the next job is less urgent')
       .optional(),
+    request_id: idToken
+      .describe("the claim's own id, kept when it is sent again: a resend (same worker, same request_id) is answered with the first answer's runs that still hold their jobs, and claims nothing new")
+      .optional(),
   })
   .strict();
 export const heartbeatSchema = z

@@ -17,6 +17,7 @@ import {
   failBatchSchema,
   failSchema,
   heartbeatSchema,
+  type ClaimCommand,
   type ClaimedJob,
   type NextClaimCommand,
 } from '../commands/schemas.js';
@@ -26,6 +27,7 @@ import { coerceError, DocketError, excerpt, InvalidRequestError, UnavailableErro
 import type { Logger } from '../logger.js';
 import { COMMAND_QUEUE_GROUP, isQueueName, parseWorkSubject, subjects, WORK_VERBS, type WorkVerb } from '../nats/subjects.js';
 import type { LeaseKeeper } from '../reactors/leases.js';
+import { ClaimReplies } from './claim-replies.js';
 import type { QueueDispatcher } from './dispatcher.js';
 import type { Outbox } from '../nats/outbox.js';
 
@@ -93,6 +95,8 @@ export class WorkService implements LocalWork {
   private readonly inFlight = new Set<Promise<void>>();
   /** Stopped: a local request goes over NATS, to whichever node leads its queue now. */
   private stopped = false;
+  /** Answers of claims with a request id, for their resends (src/dispatch/claim-replies.ts). */
+  private readonly claimReplies = new ClaimReplies((queue, runId) => this.leases.holds(queue, runId) || this.nodeLeases?.holds(queue, runId) === true);
 
   constructor(
     private readonly nc: NatsConnection,
@@ -105,7 +109,7 @@ export class WorkService implements LocalWork {
     /** Where replies go out, with the node's live events (one write per turn); without it, on `nc`. */
     private readonly outbox?: Outbox,
     /** Fan-out jobs' node runs: their leases are kept apart from jobs' (src/reactors/fan-out.ts). */
-    private readonly nodeLeases?: { heartbeat(queue: string, runIds: readonly string[]): string[] },
+    private readonly nodeLeases?: { heartbeat(queue: string, runIds: readonly string[]): string[]; holds(queue: string, runId: string): boolean },
   ) {}
 
   /** Subscribes and waits until the server has the subscriptions. */
@@ -182,7 +186,7 @@ export class WorkService implements LocalWork {
         if (request.node !== undefined) this.ctx.jobNodes?.sawNode(queue, request.node, this.ctx.clock.now());
         const dispatcher = this.dispatcherFor(queue);
         if (!dispatcher) throw new UnavailableError(`no dispatcher for ${queue}; retry`);
-        return { jobs: await dispatcher.claim(request) };
+        return { jobs: await this.claim(queue, dispatcher, request) };
       }
       case 'heartbeat': {
         const request = validate(heartbeatSchema, body);
@@ -243,13 +247,25 @@ export class WorkService implements LocalWork {
   }
 
   /**
+   * A claim through the queue's dispatcher; one sent again (its `request_id` seen before) gets the
+   * runs its first answer handed out that still hold their jobs, and claims nothing new.
+   */
+  private claim(queue: string, dispatcher: QueueDispatcher, request: ClaimCommand): Promise<ClaimedJob[]> {
+    const resent = this.claimReplies.resent(queue, request);
+    if (resent !== undefined) return resent;
+    const answer = dispatcher.claim(request);
+    this.claimReplies.remember(queue, request, answer);
+    return answer;
+  }
+
+  /**
    * The claim a completion carries, answered from what is ready now. The completion is already
    * appended, so nothing here may turn its reply into an error: no dispatcher means no jobs.
    */
   private async claimNext(queue: string, next: NextClaimCommand | undefined): Promise<{ jobs?: ClaimedJob[] }> {
     if (next === undefined) return {};
     const dispatcher = this.dispatcherFor(queue);
-    return { jobs: dispatcher ? await dispatcher.claim({ ...next, wait_ms: 0 }) : [] };
+    return { jobs: dispatcher ? await this.claim(queue, dispatcher, { ...next, wait_ms: 0 }) : [] };
   }
 
   /**
@@ -263,7 +279,7 @@ export class WorkService implements LocalWork {
   private async waitForNext(queue: string, next: NextClaimCommand | undefined, claimed: { jobs?: ClaimedJob[] }): Promise<{ jobs?: ClaimedJob[] }> {
     if (next === undefined || (next.wait_ms ?? 0) === 0 || claimed.jobs === undefined || claimed.jobs.length > 0) return claimed;
     const dispatcher = this.dispatcherFor(queue);
-    return dispatcher ? { jobs: await dispatcher.claim(next) } : claimed;
+    return dispatcher ? { jobs: await this.claim(queue, dispatcher, next) } : claimed;
   }
 
   /**

@@ -129,6 +129,11 @@ export class FanOutCoordinator {
     });
   }
 
+  /** Whether a node run holds its job node of `queue` here (a heartbeat would keep it). */
+  holds(queue: string, runId: string): boolean {
+    return this.leases.get(runId)?.queue === queue;
+  }
+
   /** Node run leases held (tests). */
   get leaseCount(): number {
     return this.leases.size;

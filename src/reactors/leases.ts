@@ -88,9 +88,8 @@ export class LeaseKeeper {
     const lost: string[] = [];
     const now = this.clock.now();
     for (const runId of runIds) {
-      const lease = this.leases.get(runId);
-      const record = lease ? this.ctx.store.get(lease.jobId) : undefined;
-      if (!lease || lease.queue !== queue || !record || record.state.run.value !== 'running' || record.state.run.context.run_id !== runId) {
+      const lease = this.held(queue, runId);
+      if (!lease) {
         lost.push(runId);
         continue;
       }
@@ -98,6 +97,19 @@ export class LeaseKeeper {
       lease.reason = 'lease_expired';
     }
     return lost;
+  }
+
+  /** Whether the run still holds its job of `queue` here (a heartbeat would keep it). */
+  holds(queue: string, runId: string): boolean {
+    return this.held(queue, runId) !== undefined;
+  }
+
+  /** The run's lease when the run still holds its job: the job is running under this very run id. */
+  private held(queue: string, runId: string): Lease | undefined {
+    const lease = this.leases.get(runId);
+    const record = lease ? this.ctx.store.get(lease.jobId) : undefined;
+    if (!lease || lease.queue !== queue || !record || record.state.run.value !== 'running' || record.state.run.context.run_id !== runId) return undefined;
+    return lease;
   }
 
   /** The number of leases held (for tests and metrics). */

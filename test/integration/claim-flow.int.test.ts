@@ -666,6 +666,64 @@ describe('idempotent completions', () => {
   });
 });
 
+describe('claims sent again (request_id)', () => {
+  test('a claim sent again with its request_id gets the same runs while they hold their jobs, and appends nothing', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const a = await submit(queue);
+    const b = await submit(queue);
+    const first = await claim(nc, queue, { max: 2, lease_ms: 60_000, request_id: 'r1' });
+    expect(first.map((j) => j.job_id)).toEqual([a, b]);
+    const before = await streamMessages(jsm);
+    // Its reply lost, the worker sends it again: the same runs, fencing tokens and all.
+    expect(await claim(nc, queue, { max: 2, lease_ms: 60_000, request_id: 'r1' })).toEqual(first);
+    // The request id is the worker's own: another worker's claim with it is a claim of its own.
+    const c = await submit(queue);
+    const other = await claim(nc, queue, { worker: 'other-worker', request_id: 'r1' });
+    expect(other.map((j) => j.job_id)).toEqual([c]);
+    const afterOther = await streamMessages(jsm);
+    // A run that ended is not handed out again; with none left, the resend gets nothing.
+    await completeAll(queue, [first[0]!]);
+    expect(await claim(nc, queue, { max: 2, lease_ms: 60_000, request_id: 'r1' })).toEqual([first[1]]);
+    await completeAll(queue, [first[1]!, ...other]);
+    const ended = await streamMessages(jsm);
+    expect(await claim(nc, queue, { max: 2, lease_ms: 60_000, request_id: 'r1' })).toEqual([]);
+    expect(afterOther).toBe(before + 2); // the submit of c, the other worker's claim
+    expect(await streamMessages(jsm)).toBe(ended);
+    const log = await queueLog(nc, queue);
+    expect(log.filter((e) => e.type === 'job.claimed').map((e) => e.jobId)).toEqual([a, b, c]);
+  });
+
+  test('a claim sent again while the first is still parked waits for the first\'s answer instead of parking a second claim', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const firstSend = claim(nc, queue, { wait_ms: 20_000, lease_ms: 60_000, request_id: 'parked-1' });
+    await untilParked(node, queue, 1);
+    const resend = claim(nc, queue, { wait_ms: 20_000, lease_ms: 60_000, request_id: 'parked-1' });
+    // Answered after the resend on the same connection: the node has taken the resend.
+    expect(await heartbeat(nc, queue, [])).toEqual([]);
+    expect(parkedClaims(node, queue)).toBe(1);
+    const jobId = await submit(queue);
+    const [jobs, again] = await Promise.all([firstSend, resend]);
+    expect(jobs.map((j) => j.job_id)).toEqual([jobId]);
+    expect(again).toEqual(jobs);
+    expect((await queueLog(nc, queue)).filter((e) => e.type === 'job.claimed')).toHaveLength(1);
+    await completeAll(queue, jobs);
+  });
+
+  test('a completion sent again with its next claim\'s request_id gets the same next run back', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    await submit(queue);
+    const [job] = await claim(nc, queue);
+    const next = await submit(queue);
+    const body = { job_id: job!.job_id, run_id: job!.run_id, result: null, next: { worker: 'test-worker', request_id: 'n1' } };
+    const done = await work<{ status: string; jobs: ClaimedJob[] }>(nc, queue, 'complete', body);
+    expect(done).toMatchObject({ ok: true, status: 'succeeded', jobs: [{ job_id: next }] });
+    const before = await streamMessages(jsm);
+    expect(await work(nc, queue, 'complete', body)).toEqual(done);
+    expect(await streamMessages(jsm)).toBe(before);
+    await completeAll(queue, (done as { jobs: ClaimedJob[] }).jobs);
+  });
+});
+
 describe('cancel while running', () => {
   test('the heartbeat reply lists the run as lost, its completion is refused, the run failed with reason cancelled', async ({ task }) => {
     const queue = uniqueQueue(task.name);

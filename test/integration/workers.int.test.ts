@@ -9,7 +9,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { connect } from '@nats-io/transport-node';
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { Msg, NatsConnection, Payload, RequestOptions } from '@nats-io/nats-core';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Client } from '../../src/client/client.js';
 import { ManualClock } from '../../src/clock.js';
@@ -74,6 +74,31 @@ async function submitMany(queue: string, n: number, spec: Record<string, unknown
     if (!j.ok) throw new Error(`submit failed: ${j.error.message}`);
     return j.job_id;
   });
+}
+
+/**
+ * `nc` for a Worker, except that the first `verb` reply carrying jobs is thrown away and the
+ * request fails as if it had timed out: the leader committed the claim, the worker never heard.
+ */
+function dropFirstReplyWithJobs(nc: NatsConnection, verb: 'claim' | 'complete'): { nc: NatsConnection; count(): number } {
+  let dropped = 0;
+  const proxy = new Proxy(nc, {
+    get(target, prop, receiver) {
+      if (prop === 'request') {
+        return async (subject: string, payload?: Payload, opts?: RequestOptions): Promise<Msg> => {
+          const reply = await target.request(subject, payload, opts);
+          if (dropped === 0 && subject.endsWith(`.${verb}`) && (reply.json<{ jobs?: unknown[] }>().jobs?.length ?? 0) > 0) {
+            dropped += 1;
+            throw new Error(`TIMEOUT (a test dropped this ${verb} reply)`);
+          }
+          return reply;
+        };
+      }
+      const value: unknown = Reflect.get(target, prop, receiver);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return { nc: proxy, count: () => dropped };
 }
 
 function allEnded(ids: readonly string[], status = 'succeeded'): (store: DocketNode['store']) => boolean {
@@ -418,6 +443,94 @@ describe('Worker', () => {
       await eventually(() => w.counts.succeeded === 1, 'the completion taken');
       expect(w.counts.lost).toBe(0);
       expect(completions.map((c) => c.next !== undefined && 'wait_ms' in (c.next as object))).toEqual([true, false]);
+    } finally {
+      await w.close();
+      await standIn.drain();
+      await own.stop();
+    }
+  });
+
+  test('a claim whose reply is lost after its job was claimed (the request timed out): sent again with its request_id, the job runs at once, one run', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const jobId = (await client.submit({ queue })).job_id;
+    const lossy = await connect({ servers: server.url, name: 'lossy-worker' });
+    // The leader committed the claim and answered; the worker gave up waiting just before.
+    const dropped = dropFirstReplyWithJobs(lossy, 'claim');
+    const w = new DocketWorker({ nc: dropped.nc, queue, handler: () => 'ran', leaseMs: 30_000, claimWaitMs: 500 });
+    try {
+      workers.add(w);
+      await w.start();
+      // Well within the run's 30 s lease, which is how long the job would sit claimed otherwise.
+      await untilJob(node, jobId, (r) => r.state.job.value === 'succeeded', 'the job ran', 5_000);
+      expect(dropped.count()).toBe(1);
+      await eventually(() => w.counts.succeeded === 1, 'the worker counted the success');
+      expect(w.counts).toEqual({ succeeded: 1, failed: 0, lost: 0 });
+      expect((await queueLog(nc, queue)).filter((e) => e.type === 'job.claimed')).toHaveLength(1);
+    } finally {
+      // The worker first: it sends on this connection.
+      await w.close();
+      await lossy.close();
+    }
+  });
+
+  test('a completion whose reply (with its next job) is lost: sent again with the same next claim, the next job runs at once, one run each', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const ids = await submitMany(queue, 2);
+    const lossy = await connect({ servers: server.url, name: 'lossy-worker' });
+    const dropped = dropFirstReplyWithJobs(lossy, 'complete');
+    const w = new DocketWorker({ nc: dropped.nc, queue, handler: () => 'ran', leaseMs: 30_000, claimWaitMs: 500 });
+    try {
+      workers.add(w);
+      await w.start();
+      await until(node, allEnded(ids), 'both jobs ran', 5_000);
+      expect(dropped.count()).toBe(1);
+      await eventually(() => w.counts.succeeded === 2, 'the worker counted both');
+      expect(w.counts.lost).toBe(0);
+      const log = await queueLog(nc, queue);
+      expect(log.filter((e) => e.type === 'job.claimed').map((e) => e.jobId)).toEqual(ids);
+    } finally {
+      // The worker first: it sends on this connection.
+      await w.close();
+      await lossy.close();
+    }
+  });
+
+  test('against a node older than a claim\'s request_id (refusing the field), claims are sent without it', async () => {
+    const own = await startNatsServer();
+    const standIn = await connect({ servers: own.url, name: 'old-node-stand-in' });
+    const queue = 'old-node-request-id';
+    const claims: Record<string, unknown>[] = [];
+    const completions: Record<string, unknown>[] = [];
+    let handedOut = false;
+    standIn.subscribe(subjects.work(queue, 'claim'), {
+      callback: (_err, msg) => {
+        const body = msg.json<Record<string, unknown>>();
+        claims.push(body);
+        if ('request_id' in body) {
+          msg.respond(JSON.stringify({ ok: false, error: { code: 'invalid_request', message: 'unknown field request_id' } }));
+          return;
+        }
+        const jobs = handedOut ? [] : [{ job_id: 'j1', run_id: 'r1', queue, key: null, params: {}, attempt: 1, max_attempts: 1, lease_ms: 30_000, fencing_token: 1 }];
+        handedOut = true;
+        if (jobs.length > 0) msg.respond(JSON.stringify({ ok: true, jobs }));
+        else setTimeout(() => msg.respond(JSON.stringify({ ok: true, jobs })), 100);
+      },
+    });
+    standIn.subscribe(subjects.work(queue, 'complete'), {
+      callback: (_err, msg) => {
+        const body = msg.json<Record<string, unknown>>();
+        completions.push(body);
+        msg.respond(JSON.stringify({ ok: true, job_id: body['job_id'], status: 'succeeded', jobs: [] }));
+      },
+    });
+    await standIn.flush();
+    const w = new DocketWorker({ servers: own.url, queue, handler: () => null, claimWaitMs: 500 });
+    try {
+      await w.start();
+      await eventually(() => w.counts.succeeded === 1, 'the completion taken');
+      expect(claims.slice(0, 2).map((c) => 'request_id' in c)).toEqual([true, false]);
+      expect(claims.slice(2).filter((c) => 'request_id' in c)).toEqual([]);
+      expect(completions.map((c) => 'request_id' in ((c['next'] as object | undefined) ?? {}))).toEqual([false]);
     } finally {
       await w.close();
       await standIn.drain();

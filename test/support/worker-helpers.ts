@@ -56,6 +56,7 @@ export interface ClaimBody {
   readonly wait_ms?: number;
   readonly lease_ms?: number;
   readonly max_priority?: number;
+  readonly request_id?: string;
 }
 
 /** A claim that must succeed; returns its jobs. `wait_ms` defaults to 0 (answer now). */
