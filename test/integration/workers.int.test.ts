@@ -738,7 +738,9 @@ describe('two nodes on one stream', () => {
       releaseGate();
       await env.close();
     }
-  });
+    // env.close() closes the worker, which waits for the claim that was parked on the dead
+    // leader: up to that claim's timeout (claimWaitMs + 10 s), past vitest's default 5 s.
+  }, 30_000);
 });
 
 describe('the whole log', () => {
