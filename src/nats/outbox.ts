@@ -11,6 +11,7 @@ import type { Logger } from '../logger.js';
 
 export class Outbox {
   private pending: { readonly subject: string; readonly payload: Uint8Array }[] = [];
+  private tasks: (() => void)[] = [];
   private scheduled = false;
 
   constructor(
@@ -21,6 +22,21 @@ export class Outbox {
   /** Publishes at the end of this turn, in order with everything else published through this outbox. */
   publish(subject: string, payload: Uint8Array): void {
     this.pending.push({ subject, payload });
+    this.arm();
+  }
+
+  /**
+   * Runs `task` at the end of this turn, after this turn's publishes: a partition writer sends
+   * its next commit here, so a commit decided in the turn that published the previous commit's
+   * live events and replies (an embedded worker's completion, README "Embedded workers") leaves
+   * in the same socket write as they do.
+   */
+  atEndOfTurn(task: () => void): void {
+    this.tasks.push(task);
+    this.arm();
+  }
+
+  private arm(): void {
     if (this.scheduled) return;
     this.scheduled = true;
     setImmediate(() => this.flush());
@@ -28,7 +44,9 @@ export class Outbox {
 
   private flush(): void {
     const batch = this.pending;
+    const tasks = this.tasks;
     this.pending = [];
+    this.tasks = [];
     this.scheduled = false;
     for (const { subject, payload } of batch) {
       try {
@@ -38,5 +56,6 @@ export class Outbox {
         this.log.warn({ err, subject, bytes: payload.length }, 'publish failed');
       }
     }
+    for (const task of tasks) task();
   }
 }

@@ -70,6 +70,8 @@ export interface PartitionWriterOptions {
   readonly refoldTo: (seq: number) => Promise<void>;
   /** The partition has a writer of a later epoch: this one stepped down for good. */
   readonly onDeposed?: () => void;
+  /** Runs a flush at the end of this turn (the node's outbox, so a commit shares its socket write). @defaultValue setImmediate */
+  readonly atEndOfTurn?: (task: () => void) => void;
   readonly log: Logger;
 }
 
@@ -108,6 +110,8 @@ export class PartitionWriter {
   private closedWith: Error | undefined;
   /** Resolves once this node has folded the partition to the tip: nothing is decided before. */
   private gate: Promise<void> = Promise.resolve();
+  /** `gate` has resolved: a flush publishes in the turn it runs in, with no await before it. */
+  private gateOpen = false;
   private jsm: JetStreamManager | undefined;
 
   constructor(
@@ -118,10 +122,21 @@ export class PartitionWriter {
     this.partition = options.partition;
     this.subject = subjects.partition(options.partition);
     this.tip = options.tip;
-    this.gate = options.refoldTo(options.tip.seq);
+    this.setGate(options.refoldTo(options.tip.seq));
     // Epochs never go back in a partition: a writer that finds a later one at the tip was
     // deposed before it wrote anything.
     if (options.tip.epoch > options.epoch) this.stepDown(options.tip.epoch);
+  }
+
+  private setGate(gate: Promise<void>): void {
+    this.gate = gate;
+    this.gateOpen = false;
+    gate.then(
+      () => {
+        if (this.gate === gate) this.gateOpen = true;
+      },
+      () => undefined,
+    );
   }
 
   private stepDown(foreignEpoch: number): UnavailableError {
@@ -269,7 +284,7 @@ export class PartitionWriter {
   private scheduleFlush(): void {
     if (this.inFlight || this.flushScheduled) return;
     this.flushScheduled = true;
-    setImmediate(() => {
+    (this.options.atEndOfTurn ?? setImmediate)(() => {
       this.flushScheduled = false;
       void this.flush();
     });
@@ -294,7 +309,7 @@ export class PartitionWriter {
     this.inFlight = true;
     const items = this.take();
     try {
-      await this.gate;
+      if (!this.gateOpen) await this.gate;
       await this.commit(items);
     } catch (err) {
       this.fail(items, err instanceof Error ? err : new UnavailableError(String(err)));
@@ -358,7 +373,7 @@ export class PartitionWriter {
       this.queued = [];
       const reason = new UnavailableError(`partition ${this.partition} moved under its writer; retry`, { cause: err });
       this.fail(stale, reason);
-      this.gate = this.options.refoldTo(tip.seq);
+      this.setGate(this.options.refoldTo(tip.seq));
       throw reason;
     }
     if (err instanceof Error && !(err instanceof AppendConflictError)) throw err;

@@ -82,7 +82,7 @@ export class PartitionWriters {
   }
 
   private async openWriter(queue: string, epoch: number): Promise<PartitionWriter> {
-    const { appendNc, events, jsm, node, tail, log } = this.options;
+    const { appendNc, events, jsm, node, tail, log, outbox } = this.options;
     const partition = partitionOfLease(queue);
     const tip = await readPartitionTip(jsm, partition);
     return new PartitionWriter(appendNc, events, {
@@ -93,6 +93,7 @@ export class PartitionWriters {
       onCommitted: (committed) => this.committed(committed),
       refoldTo: (seq) => tail.waitFor(seq),
       onDeposed: () => this.options.onDeposed(queue),
+      atEndOfTurn: (task) => outbox.atEndOfTurn(task),
       log: log.child({ queue }),
     });
   }
