@@ -4,10 +4,12 @@
  * concurrency 1 a job's path is serial, so the count of writes on it (each one a syscall that
  * wakes another process) is what the VM charges most for (README "Performance").
  *
- *   npx tsx bench/serial-path.ts [jobs=3000] [concurrency=1]
+ *   [SYSTEMS=docket,docket_embedded,bullmq] npx tsx bench/serial-path.ts [jobs=3000] [concurrency=1]
  */
 import { readFileSync } from 'node:fs';
 import { Queue, Worker as BullWorker } from 'bullmq';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
 import { startNatsServer } from '../test/support/nats-server.js';
 import { connection, addBulk } from './lib/bullmq.js';
 import { acknowledged, connectClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
@@ -45,6 +47,16 @@ function perJob(before: Counters, after: Counters): Record<string, number> {
   return { user_us: us(after.userS - before.userS), sys_us: us(after.systemS - before.systemS), writes: per(after.writes - before.writes), reads: per(after.reads - before.reads) };
 }
 
+/** Commits stored in DOCKET so far (one stored message per commit). */
+async function commitsIn(url: string): Promise<number> {
+  const nc = await connect({ servers: url });
+  try {
+    return (await (await jetstreamManager(nc)).streams.info('DOCKET')).state.messages;
+  } finally {
+    await nc.close();
+  }
+}
+
 /** Runs `work` and reports each named process's cost per job, and the rate. */
 async function measure(pids: Record<string, number | 'self'>, work: () => Promise<void>): Promise<Record<string, unknown>> {
   const before = Object.fromEntries(Object.entries(pids).map(([role, pid]) => [role, countersOf(pid)]));
@@ -67,11 +79,13 @@ async function docket(): Promise<Record<string, unknown>> {
   const worker = new Worker({ servers: server.url, queue: 'serial', concurrency, handler: async () => (++handled === n ? done() : undefined, null) });
   await worker.start();
   try {
-    return await measure({ node: node.pid, nats: server.process.pid!, bench: 'self' }, async () => {
+    const commits0 = await commitsIn(server.url);
+    const measured = await measure({ node: node.pid, nats: server.process.pid!, bench: 'self' }, async () => {
       await submitInChunks(client, 'serial', n, CHUNK);
       await allHandled;
       if (worker.counts) await acknowledged(worker, n);
     });
+    return { ...measured, commits_per_job: +(((await commitsIn(server.url)) - commits0) / n).toFixed(2) };
   } finally {
     await worker.close();
     await client.close();
@@ -95,11 +109,13 @@ async function embedded(): Promise<Record<string, unknown>> {
   const worker = new Worker({ local: node, queue: 'serial', concurrency, handler: async () => (++handled === n ? done() : undefined, null) });
   await worker.start();
   try {
-    return await measure({ nats: server.process.pid!, bench: 'self' }, async () => {
+    const commits0 = await commitsIn(server.url);
+    const measured = await measure({ nats: server.process.pid!, bench: 'self' }, async () => {
       await submitInChunks(client, 'serial', n, CHUNK);
       await allHandled;
       await acknowledged(worker, n);
     });
+    return { ...measured, commits_per_job: +(((await commitsIn(server.url)) - commits0) / n).toFixed(2) };
   } finally {
     await worker.close();
     await client.close();
@@ -133,7 +149,8 @@ async function bullmq(): Promise<Record<string, unknown>> {
   }
 }
 
-console.log(JSON.stringify({ jobs: n, concurrency, docket: await docket() }));
-console.log(JSON.stringify({ jobs: n, concurrency, docket_embedded: await embedded() }));
-console.log(JSON.stringify({ jobs: n, concurrency, bullmq: await bullmq() }));
+// SYSTEMS=embedded,... runs only those (a profile of one of them).
+const systems = (process.env['SYSTEMS'] ?? 'docket,docket_embedded,bullmq').split(',');
+const runs: Record<string, () => Promise<Record<string, unknown>>> = { docket, docket_embedded: embedded, bullmq };
+for (const system of systems) console.log(JSON.stringify({ jobs: n, concurrency, [system]: await runs[system]!() }));
 process.exit(0);

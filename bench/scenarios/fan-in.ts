@@ -65,7 +65,8 @@ export async function submitDocketFlows(client: FlowSubmitter, queue: string, fr
   }
 }
 
-async function docketFanIn(env: BenchEnv, parents: number, chunk: number): Promise<Measurement> {
+/** `embedded`: the node in this process and the worker embedded in it (README "Embedded workers"). */
+async function docketFanIn(env: BenchEnv, parents: number, chunk: number, embedded = false): Promise<Measurement> {
   const Worker = await workerClass();
   const queue = 'fan';
   return withDocket(env, async (run) => {
@@ -73,7 +74,8 @@ async function docketFanIn(env: BenchEnv, parents: number, chunk: number): Promi
     const total = parents * (FAN_CHILDREN + 1);
     const warmParents = Math.round(parents * WARMUP_SHARE);
     const handled = counter();
-    const worker = new Worker({ servers: run.url, queue, concurrency: CONCURRENCY, handler: async () => {
+    const place = embedded ? { local: run.node.local } : { servers: run.url };
+    const worker = new Worker({ ...place, queue, concurrency: CONCURRENCY, handler: async () => {
       handled.tick();
       return null;
     } });
@@ -88,13 +90,13 @@ async function docketFanIn(env: BenchEnv, parents: number, chunk: number): Promi
         await submitFlows(0, parents);
         await handled.reach(warmJobs + total);
       });
-      return { values: { rate: total / m.seconds }, cpu: m.cpu, extra: { parents, children: FAN_CHILDREN, jobs: total, warmup_jobs: warmJobs, concurrency: CONCURRENCY, node: run.node.mode } };
+      return { values: { rate: total / m.seconds }, cpu: m.cpu, extra: { parents, children: FAN_CHILDREN, jobs: total, warmup_jobs: warmJobs, concurrency: CONCURRENCY, node: run.node.mode, ...(embedded ? { embedded } : {}) } };
     } finally {
       // Before the node stops: a worker closed after it waits out its unanswered completions.
       await worker.close();
       await client.close();
     }
-  });
+  }, embedded ? 'inproc' : env.nodeMode);
 }
 
 async function bullFanIn(redis: RedisServer, parents: number, chunk: number): Promise<Measurement> {
@@ -144,6 +146,7 @@ export function fanInGroup(env: BenchEnv): Group {
     name: 'fan_in',
     systems: {
       docket: () => docketFanIn(env, parents, chunk),
+      docket_embedded: () => docketFanIn(env, parents, chunk, true),
       bullmq_aof: () => bullFanIn(redisOf(env, 'aof'), parents, chunk),
     },
     rows: [
@@ -157,6 +160,17 @@ export function fanInGroup(env: BenchEnv): Group {
         peerLabel: 'BullMQ FlowProducer, Redis AOF everysec',
         target: { on: 'ratio', op: '>=', limit: 1.5, text: '≥ 1.5× BullMQ' },
         note: 'docket: children in batches, then their parents with depends_on; BullMQ: FlowProducer.addBulk of flows (a parent with its children); both after an unmeasured warm-up of 30% of the flows through the same queue and worker',
+      },
+      {
+        scenario: 'fan_in.c100.embedded',
+        title: `fan-in/fan-out, ${parents.toLocaleString('en-US')} parents each waiting on ${FAN_CHILDREN} children (${total.toLocaleString('en-US')} jobs), worker concurrency ${CONCURRENCY}; docket's worker embedded in the node's process`,
+        unit: 'jobs/s',
+        better: 'higher',
+        docket: 'docket_embedded.rate',
+        peer: 'bullmq_aof.rate',
+        peerLabel: 'BullMQ FlowProducer, Redis AOF everysec',
+        target: { on: 'ratio', op: '>=', limit: 1.5, text: '≥ 1.5× BullMQ' },
+        note: 'the same flows with the worker in the leader\'s process (README "Embedded workers"), as BullMQ\'s worker reaches Redis directly; the row above is the worker in a process of its own',
       },
     ],
   };
