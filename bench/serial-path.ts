@@ -12,7 +12,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { startNatsServer } from '../test/support/nats-server.js';
 import { connection, addBulk } from './lib/bullmq.js';
-import { acknowledged, connectClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
+import { acknowledged, connectClient, connectLocalClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
 import { startRedis } from './lib/procs.js';
 import { submitInChunks } from './lib/workload.js';
 
@@ -95,14 +95,14 @@ async function docket(): Promise<Record<string, unknown>> {
   }
 }
 
-/** The same jobs with the node in this process and the worker embedded in it (`local: node`). */
+/** The same jobs with the node in this process and the worker and the client embedded in it (`local: node`). */
 async function embedded(): Promise<Record<string, unknown>> {
   const server = await startNatsServer();
   const dir = tempDir('serial-path-embedded');
   const { startNode } = await import('../src/node.js');
   const { Worker } = await import('../src/client/worker.js');
   const node = await startNode({ servers: server.url, dataDir: dir.path });
-  const client = await connectClient(server.url);
+  const client = await connectLocalClient(node);
   let handled = 0;
   let done!: () => void;
   const allHandled = new Promise<void>((resolve) => (done = resolve));

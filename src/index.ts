@@ -2,6 +2,7 @@
 export { Client, EventStream, type ClientOptions, type EventsOptions, type RecordedEvent, type SubmitJob, type SubmitResult, type JobDetail } from './client/client.js';
 export { Worker, type WorkerOptions, type WorkerJob, type WorkerJobContext, type WorkerHandler } from './client/worker.js';
 export type { LocalWork } from './dispatch/work-service.js';
+export type { LocalCommands } from './commands/command-service.js';
 export { startNode, type DocketNode, type DocketOptions } from './node.js';
 export {
   DocketError,

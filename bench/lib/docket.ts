@@ -88,6 +88,12 @@ export async function connectClient(url: string, options: { requestTimeoutMs?: n
   return Client.connect({ servers: url, ...options });
 }
 
+/** A client of an in-process node (`DocketNodeHandle.local`): its commands are answered in process (README "Embedded workers"). */
+export async function connectLocalClient(local: unknown): Promise<ClientApi> {
+  const { Client } = await load<{ Client: { connect(o: { local: unknown }): Promise<ClientApi> } }>('src/client/client.js');
+  return Client.connect({ local });
+}
+
 export async function workerClass(): Promise<new (options: WorkerOptions) => WorkerApi> {
   const { Worker } = await load<{ Worker: new (options: WorkerOptions) => WorkerApi }>('src/client/worker.js');
   return Worker;

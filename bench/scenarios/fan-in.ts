@@ -13,7 +13,7 @@
 import { FlowProducer, Worker as BullWorker } from 'bullmq';
 import * as bull from '../lib/bullmq.js';
 import { measured, type Group, type Measurement } from '../lib/harness.js';
-import { connectClient, workerClass } from '../lib/docket.js';
+import { connectClient, connectLocalClient, workerClass } from '../lib/docket.js';
 import { redisOf, withDocket, type BenchEnv } from '../lib/env.js';
 import type { RedisServer } from '../lib/procs.js';
 import { jobParams } from '../lib/workload.js';
@@ -70,7 +70,7 @@ async function docketFanIn(env: BenchEnv, parents: number, chunk: number, embedd
   const Worker = await workerClass();
   const queue = 'fan';
   return withDocket(env, async (run) => {
-    const client = await connectClient(run.url);
+    const client = embedded ? await connectLocalClient(run.node.local) : await connectClient(run.url);
     const total = parents * (FAN_CHILDREN + 1);
     const warmParents = Math.round(parents * WARMUP_SHARE);
     const handled = counter();
@@ -163,14 +163,14 @@ export function fanInGroup(env: BenchEnv): Group {
       },
       {
         scenario: 'fan_in.c100.embedded',
-        title: `fan-in/fan-out, ${parents.toLocaleString('en-US')} parents each waiting on ${FAN_CHILDREN} children (${total.toLocaleString('en-US')} jobs), worker concurrency ${CONCURRENCY}; docket's worker embedded in the node's process`,
+        title: `fan-in/fan-out, ${parents.toLocaleString('en-US')} parents each waiting on ${FAN_CHILDREN} children (${total.toLocaleString('en-US')} jobs), worker concurrency ${CONCURRENCY}; docket's worker and client embedded in the node's process`,
         unit: 'jobs/s',
         better: 'higher',
         docket: 'docket_embedded.rate',
         peer: 'bullmq_aof.rate',
         peerLabel: 'BullMQ FlowProducer, Redis AOF everysec',
         target: { on: 'ratio', op: '>=', limit: 1.5, text: '≥ 1.5× BullMQ' },
-        note: 'the same flows with the worker in the leader\'s process (README "Embedded workers"), as BullMQ\'s worker reaches Redis directly; the row above is the worker in a process of its own',
+        note: 'the same flows with the worker and the client in the leader\'s process (README "Embedded workers"), as BullMQ\'s worker and FlowProducer reach Redis directly; the row above is the worker and the client in a process of their own',
       },
     ],
   };

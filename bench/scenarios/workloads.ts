@@ -8,7 +8,7 @@
  */
 import * as bull from '../lib/bullmq.js';
 import { measured, NotAvailableError, percentile, type Group, type Measurement, type RowDef } from '../lib/harness.js';
-import { acknowledged, connectClient, workerClass, type ClientApi } from '../lib/docket.js';
+import { acknowledged, connectClient, connectLocalClient, workerClass, type ClientApi } from '../lib/docket.js';
 import { redisOf, withDocket, type BenchEnv, type DocketRun } from '../lib/env.js';
 import { jobEvent, subjectOf } from '../lib/events.js';
 import { leanAppendCeiling } from '../lib/jetstream.js';
@@ -100,6 +100,11 @@ export interface EndToEndOptions {
   readonly embedded?: boolean;
 }
 
+/** A client of the run's node: in process when embedded (its commands answered by the node in this process). */
+export function clientOf(run: DocketRun, embedded: boolean | undefined): Promise<ClientApi> {
+  return embedded && run.node.local !== undefined ? connectLocalClient(run.node.local) : connectClient(run.url);
+}
+
 /** The worker's connection: the node itself when embedded (the node runs in this process then), else the run's server. */
 function workerPlace(run: DocketRun, embedded: boolean | undefined): { servers: string } | { local: unknown } {
   if (!embedded) return { servers: run.url };
@@ -114,7 +119,7 @@ function workerPlace(run: DocketRun, embedded: boolean | undefined): { servers: 
 export async function docketEndToEnd(env: BenchEnv, { queue, jobs: n, concurrency, chunk, keys, prepare, embedded }: EndToEndOptions): Promise<Measurement> {
   const Worker = await workerClass();
   return withDocket(env, async (run) => {
-    const client = await connectClient(run.url);
+    const client = await clientOf(run, embedded);
     if (prepare) await prepare(client);
     let handled = 0;
     let done!: () => void;
@@ -162,9 +167,9 @@ function embeddedRow(row: RowDef, metric: string): RowDef {
   return {
     ...row,
     scenario: `${row.scenario}.embedded`,
-    title: `${row.title}; docket's worker embedded in the node's process`,
+    title: `${row.title}; docket's worker and client embedded in the node's process`,
     docket: `docket_embedded.${metric}`,
-    note: 'the worker runs in the leader\'s process (README "Embedded workers"): claims and completions reach the node without NATS, as BullMQ\'s worker reaches Redis directly; the row above is the worker in a process of its own',
+    note: 'the worker and the client run in the leader\'s process (README "Embedded workers"): their commands, claims and completions reach the node without NATS, as BullMQ\'s worker and queue reach Redis directly, while every commit is still stored and acknowledged by JetStream; the row above is the worker and the client in a process of their own',
   };
 }
 
@@ -223,8 +228,8 @@ export function latencyGroup(env: BenchEnv): Group {
   async function docketLatency(embedded: boolean): Promise<Measurement> {
     const Worker = await workerClass();
     return withDocket(env, async (run): Promise<Measurement> => {
-      const client = await connectClient(run.url);
-      const watcher = await connectClient(run.url);
+      const client = await clientOf(run, embedded);
+      const watcher = await clientOf(run, embedded);
       const worker = new Worker({ ...workerPlace(run, embedded), queue: 'latency', concurrency: 1, handler: async () => null });
       await worker.start();
       const abort = new AbortController();

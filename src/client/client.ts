@@ -9,6 +9,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { positionOf, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
 import { fromErrorBody, type ErrorBody } from '../errors.js';
 import { connectNats, requestBytes } from '../nats/connection.js';
+import type { LocalCommands } from '../commands/command-service.js';
 import { pullLimit } from '../nats/pull-limit.js';
 import type { QueueSettingsChange } from '../../machines/index.js';
 import type { QueueShow } from '../commands/flow-queries.js';
@@ -41,6 +42,12 @@ export interface ClientOptions {
   readonly nc?: NatsConnection;
   /** How long a command may take. @defaultValue 30000 */
   readonly requestTimeoutMs?: number;
+  /**
+   * A node in this process (`startNode`'s result): commands are answered by it with no NATS round
+   * trip, and events are read on its connection (README "Embedded workers"). Takes the place of
+   * `servers` and `nc`; close the client before the node.
+   */
+  readonly local?: { readonly nc: NatsConnection; readonly commands: LocalCommands };
 }
 
 export type SubmitJob = JobSpec;
@@ -180,12 +187,13 @@ export class Client {
   private constructor(
     readonly nc: NatsConnection,
     private readonly ownsConnection: boolean,
-    options: ClientOptions,
+    private readonly options: ClientOptions,
   ) {
     this.timeout = options.requestTimeoutMs ?? 30_000;
   }
 
   static async connect(options: ClientOptions = {}): Promise<Client> {
+    if (options.local) return new Client(options.local.nc, false, options);
     if (options.nc) return new Client(options.nc, false, options);
     const nc = await connectNats(options.servers === undefined ? { name: 'docket-client' } : { servers: options.servers, name: 'docket-client' });
     return new Client(nc, true, options);
@@ -193,8 +201,10 @@ export class Client {
 
   /** Sends `docket.cmd.<verb>` and returns the reply's fields, or throws the typed DocketError. */
   async request<T>(verb: string, body: unknown): Promise<T> {
-    const msg = await this.nc.request(subjects.command(verb), requestBytes(this.nc, body), { timeout: this.timeout });
-    const reply = msg.json<{ ok: boolean; error?: ErrorBody } & T>();
+    const data = requestBytes(this.nc, body);
+    const { local } = this.options;
+    const replyData = local ? await local.commands.local(verb, data, this.timeout) : (await this.nc.request(subjects.command(verb), data, { timeout: this.timeout })).data;
+    const reply = JSON.parse(Buffer.from(replyData.buffer, replyData.byteOffset, replyData.byteLength).toString('utf8')) as { ok: boolean; error?: ErrorBody } & T;
     if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
     return reply;
   }

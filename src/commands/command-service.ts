@@ -7,17 +7,25 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { excerpt, InvalidRequestError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP } from '../nats/subjects.js';
-import { errorReply, respondSafely } from './reply.js';
+import { errorReply, replyBytes, respondSafely } from './reply.js';
 import type { Outbox } from '../nats/outbox.js';
 import { parseJson } from './validate.js';
 
 /** A handler gets the parsed JSON body and returns the reply's fields (without `ok`). */
-export type CommandHandler = (body: unknown, msg: Msg) => Promise<Record<string, unknown>> | Record<string, unknown>;
+export type CommandHandler = (body: unknown) => Promise<Record<string, unknown>> | Record<string, unknown>;
 
-export class CommandService {
+/** The commands without NATS, for a client in the node's own process. */
+export interface LocalCommands {
+  /** One command's body (JSON bytes) in, its reply (JSON bytes) out: as `docket.cmd.<verb>` would answer it. */
+  local(verb: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array>;
+}
+
+export class CommandService implements LocalCommands {
   private readonly handlers = new Map<string, CommandHandler>();
   private sub: Subscription | undefined;
   private readonly inFlight = new Set<Promise<void>>();
+  /** Stopped: a local command goes over NATS, to another node. */
+  private stopped = false;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -45,21 +53,39 @@ export class CommandService {
 
   private async handle(msg: Msg): Promise<void> {
     const verb = msg.subject.slice(COMMAND_PREFIX.length + 1);
+    const [reply, log] = await this.answer(verb, msg.data);
+    respondSafely(this.nc, msg, reply, log, this.outbox);
+  }
+
+  private async answer(verb: string, data: Uint8Array): Promise<[Record<string, unknown>, Logger]> {
     const handler = this.handlers.get(verb);
     // The verb comes from the subject: logged and quoted only when it is one of ours.
     const log = handler ? this.log.child({ command: verb }) : this.log;
-    let reply: Record<string, unknown>;
     try {
       if (!handler) throw new InvalidRequestError(`unknown command ${excerpt(verb)}`);
-      reply = { ok: true, ...(await handler(parseJson(msg.data), msg)) };
+      return [{ ok: true, ...(await handler(parseJson(data))) }, log];
     } catch (err) {
-      reply = errorReply(err, log);
+      return [errorReply(err, log), log];
     }
-    respondSafely(this.nc, msg, reply, log, this.outbox);
+  }
+
+  /**
+   * A command of a client in this node's process (README "Embedded workers"): answered here
+   * without a NATS round trip (and over NATS once this node stops). Bytes in and out, as on the
+   * wire: the client and the store never share an object.
+   */
+  async local(verb: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
+    if (this.stopped) return (await this.nc.request(`${COMMAND_PREFIX}.${verb}`, data, { timeout: timeoutMs })).data;
+    const answered = this.answer(verb, data);
+    // Tracked like a request from NATS: stop() waits for it to be answered.
+    const done = answered.then(() => undefined).finally(() => this.inFlight.delete(done));
+    this.inFlight.add(done);
+    return replyBytes((await answered)[0]);
   }
 
   /** Stops taking requests and waits for the ones in flight to be answered. */
   async stop(): Promise<void> {
+    this.stopped = true;
     this.sub?.unsubscribe();
     await Promise.allSettled([...this.inFlight]);
   }

@@ -6,6 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { Client } from '../../src/client/client.js';
 import { Worker } from '../../src/client/worker.js';
 import { auditMessages } from '../../src/audit/audit.js';
 import { subjects } from '../../src/nats/subjects.js';
@@ -123,6 +124,33 @@ describe('a Worker embedded in a node', () => {
     await until(leader, (store) => store.get(id!)?.state.job.value === 'failed', 'the job failed');
     const detail = await cluster.client.get(id!);
     expect(detail.run).toMatchObject({ status: 'failed', error: { message: 'kaput' } });
+  });
+
+  test('a Client given local: node has its commands answered in process, none over NATS, with the same replies and errors', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const local = await Client.connect({ local: cluster.a });
+    let commandsOverNats = 0;
+    const sub = cluster.nc.subscribe('docket.cmd.>', { callback: () => void (commandsOverNats += 1) });
+    await cluster.nc.flush();
+    try {
+      const { job_id } = await local.submit({ queue, params: { n: 1 } });
+      // Whichever node leads the queue: the node in this process routes it as for any request.
+      const detail = await local.get(job_id);
+      expect(detail.job).toMatchObject({ job_id, queue, status: 'queued', params: { n: 1 } });
+      await expect(local.get('no-such-job')).rejects.toMatchObject({ code: 'not_found' });
+      await expect(local.submit({ queue, priority: 999 })).rejects.toMatchObject({ code: 'invalid_request' });
+      const worker = new Worker({ local: cluster.a, queue, handler: () => 'done' });
+      workers.add(worker);
+      await worker.start();
+      const leader = await leadNow(cluster.nc, queue, [cluster.a, cluster.b]);
+      await until(leader, allSucceeded([job_id]), 'the job succeeded');
+      await sub.drain();
+      // A node that does not lead the queue forwards the submit to its leader on the leader's
+      // inbox, not on docket.cmd.*: no command of this client crossed NATS as a command.
+      expect(commandsOverNats).toBe(0);
+    } finally {
+      await local.close();
+    }
   });
 
   test('everything this file appended passes docket audit (runs this file\'s tests first)', async () => {

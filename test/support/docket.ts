@@ -204,7 +204,7 @@ export function handlerOf(node: DocketNode, verb: string): (body: unknown) => Pr
   const handlers = (node.commands as unknown as { handlers?: Map<string, CommandHandler> }).handlers;
   const handler = handlers?.get(verb);
   if (!handler) throw new Error(`node ${node.name} has no handler for ${verb} (CommandService internals changed?)`);
-  return async (body) => handler(body, undefined as never);
+  return async (body) => handler(body);
 }
 
 /** Calls the node's handler and turns a thrown DocketError into the reply the wire would carry. */
