@@ -118,7 +118,9 @@ export interface WorkerOptions {
 
 interface Active {
   readonly job: WorkerJob;
-  readonly controller: AbortController;
+  /** Aborts the run's signal (made only if the handler reads it: an AbortController costs microseconds per job). */
+  abort(reason: Error): void;
+  readonly aborted: boolean;
   progress: Json | undefined;
   exitCode: number | undefined;
   /** The handler has returned or thrown; only the completion is still on its way. */
@@ -350,8 +352,21 @@ export class Worker {
 
   private run(job: WorkerJob): void {
     this.taken += 1;
-    const controller = new AbortController();
-    const entry: Active = { job, controller, progress: undefined, exitCode: undefined, settled: false };
+    let controller: AbortController | undefined;
+    let abortedWith: Error | undefined;
+    const entry: Active = {
+      job,
+      progress: undefined,
+      exitCode: undefined,
+      settled: false,
+      abort(reason) {
+        abortedWith ??= reason;
+        controller?.abort(reason);
+      },
+      get aborted() {
+        return abortedWith !== undefined;
+      },
+    };
     this.active.set(job.run_id, entry);
     const log = this.log.child({ jobId: job.job_id, runId: job.run_id });
     const startedAt = Date.now();
@@ -359,7 +374,13 @@ export class Worker {
     const ctx: WorkerJobContext = {
       runId: job.run_id,
       fencingToken: job.fencing_token,
-      signal: controller.signal,
+      get signal() {
+        if (controller === undefined) {
+          controller = new AbortController();
+          if (abortedWith !== undefined) controller.abort(abortedWith);
+        }
+        return controller.signal;
+      },
       heartbeat: () => this.heartbeat(),
       progress: (value) => {
         const bytes = Buffer.byteLength(JSON.stringify(value ?? null));
@@ -507,9 +528,9 @@ export class Worker {
         const entry = this.active.get(runId);
         // A settled run is "lost" once its own completion has been taken: a heartbeat sent while
         // the completion flew is answered after it. Nothing to abort, nothing to warn about.
-        if (entry && !entry.settled && !entry.controller.signal.aborted) {
+        if (entry && !entry.settled && !entry.aborted) {
           this.log.warn({ runId, jobId: entry.job.job_id }, 'run lost its job, aborting');
-          entry.controller.abort(new Error('run no longer holds its job'));
+          entry.abort(new Error('run no longer holds its job'));
         }
       }
     } catch (err) {
