@@ -35,19 +35,25 @@ function peerRows(base: RowBase, target?: RowDef['target']): RowDef[] {
 
 export function bulkSubmitGroup(env: BenchEnv): Group {
   const { jobs: n, chunk } = env.config;
+  const docketBulk = (embedded: boolean): Promise<Measurement> =>
+    withDocket(env, async (run) => {
+      const client = await clientOf(run, embedded);
+      try {
+        const m = await measured(run.roles(), () => submitInChunks(client, 'bulk', n, chunk));
+        return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, chunk, node: run.node.mode, ...(embedded ? { embedded } : {}) } };
+      } finally {
+        await client.close();
+      }
+    }, embedded ? 'inproc' : env.nodeMode);
+  const rows = peerRows(
+    { scenario: 'bulk_submit', metric: 'rate', title: `bulk submit, ${n.toLocaleString('en-US')} jobs in chunks of ${chunk.toLocaleString('en-US')}`, unit: 'jobs/s', better: 'higher' },
+    { on: 'ratio', op: '>=', limit: 2.5, text: '≥ 2.5× BullMQ' },
+  );
   return {
     name: 'bulk_submit',
     systems: {
-      docket: () =>
-        withDocket(env, async (run) => {
-          const client = await connectClient(run.url);
-          try {
-            const m = await measured(run.roles(), () => submitInChunks(client, 'bulk', n, chunk));
-            return { values: { rate: n / m.seconds }, cpu: m.cpu, extra: { jobs: n, chunk, node: run.node.mode } };
-          } finally {
-            await client.close();
-          }
-        }),
+      docket: () => docketBulk(false),
+      docket_embedded: () => docketBulk(true),
       bullmq_aof: () => bull.bulkSubmit(redisOf(env, 'aof'), n, chunk),
       bullmq_memory: () => bull.bulkSubmit(redisOf(env, 'memory'), n, chunk),
       // The same appends with no docket code: what the target asks of docket, set against what
@@ -59,10 +65,8 @@ export function bulkSubmitGroup(env: BenchEnv): Group {
         }),
     },
     rows: [
-      ...peerRows(
-        { scenario: 'bulk_submit', metric: 'rate', title: `bulk submit, ${n.toLocaleString('en-US')} jobs in chunks of ${chunk.toLocaleString('en-US')}`, unit: 'jobs/s', better: 'higher' },
-        { on: 'ratio', op: '>=', limit: 2.5, text: '≥ 2.5× BullMQ' },
-      ),
+      ...rows,
+      embeddedRow(rows[0]!, 'rate'),
       {
         scenario: 'bulk_submit.ceiling',
         title: `bulk submit's ceiling: the same ${n.toLocaleString('en-US')} appends on the lean path alone (${chunk.toLocaleString('en-US')} in flight, no docket node)`,
