@@ -10,9 +10,9 @@ import { readFileSync } from 'node:fs';
 import { Queue, Worker as BullWorker } from 'bullmq';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { startNatsServer } from '../test/support/nats-server.js';
+import { startNatsServer, type TestNatsServer } from '../test/support/nats-server.js';
 import { connection, addBulk } from './lib/bullmq.js';
-import { acknowledged, connectClient, connectLocalClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
+import { acknowledged, connectClient, connectLocalClient, startDocketNode, tempDir, workerClass, type ClientApi, type WorkerApi } from './lib/docket.js';
 import { startRedis } from './lib/procs.js';
 import { submitInChunks } from './lib/workload.js';
 
@@ -67,29 +67,50 @@ async function measure(pids: Record<string, number | 'self'>, work: () => Promis
   return { rate: Math.round(n / seconds), ...Object.fromEntries(Object.keys(pids).map((role) => [role, perJob(before[role]!, after[role]!)])) };
 }
 
-async function docket(): Promise<Record<string, unknown>> {
-  const server = await startNatsServer();
-  const dir = tempDir('serial-path');
-  const node = await startDocketNode(server.url, dir.path, 'cli');
-  const client = await connectClient(server.url);
-  const Worker = await workerClass();
+/** A docket node serving on `server`, and the client and worker of a run against it. */
+interface DocketSide {
+  readonly pids: Record<string, number | 'self'>;
+  readonly client: ClientApi;
+  readonly worker: (handler: () => Promise<null>) => WorkerApi;
+  close(): Promise<void>;
+}
+
+/** Runs the jobs through `side` on `server`: cost per job and process, and commits per job. */
+async function runDocket(server: TestNatsServer, side: DocketSide): Promise<Record<string, unknown>> {
   let handled = 0;
   let done!: () => void;
   const allHandled = new Promise<void>((resolve) => (done = resolve));
-  const worker = new Worker({ servers: server.url, queue: 'serial', concurrency, handler: async () => (++handled === n ? done() : undefined, null) });
+  const worker = side.worker(async () => (++handled === n ? done() : undefined, null));
   await worker.start();
   try {
     const commits0 = await commitsIn(server.url);
-    const measured = await measure({ node: node.pid, nats: server.process.pid!, bench: 'self' }, async () => {
-      await submitInChunks(client, 'serial', n, CHUNK);
+    const measured = await measure(side.pids, async () => {
+      await submitInChunks(side.client, 'serial', n, CHUNK);
       await allHandled;
       if (worker.counts) await acknowledged(worker, n);
     });
     return { ...measured, commits_per_job: +(((await commitsIn(server.url)) - commits0) / n).toFixed(2) };
   } finally {
     await worker.close();
-    await client.close();
-    await node.close();
+    await side.client.close();
+    await side.close();
+  }
+}
+
+/** The node as `docket up`, the client and worker in this process. */
+async function docket(): Promise<Record<string, unknown>> {
+  const server = await startNatsServer();
+  const dir = tempDir('serial-path');
+  const node = await startDocketNode(server.url, dir.path, 'cli');
+  const Worker = await workerClass();
+  try {
+    return await runDocket(server, {
+      pids: { node: node.pid, nats: server.process.pid!, bench: 'self' },
+      client: await connectClient(server.url),
+      worker: (handler) => new Worker({ servers: server.url, queue: 'serial', concurrency, handler }),
+      close: () => node.close(),
+    });
+  } finally {
     await server.stop();
     dir.remove();
   }
@@ -102,24 +123,14 @@ async function embedded(): Promise<Record<string, unknown>> {
   const { startNode } = await import('../src/node.js');
   const { Worker } = await import('../src/client/worker.js');
   const node = await startNode({ servers: server.url, dataDir: dir.path });
-  const client = await connectLocalClient(node);
-  let handled = 0;
-  let done!: () => void;
-  const allHandled = new Promise<void>((resolve) => (done = resolve));
-  const worker = new Worker({ local: node, queue: 'serial', concurrency, handler: async () => (++handled === n ? done() : undefined, null) });
-  await worker.start();
   try {
-    const commits0 = await commitsIn(server.url);
-    const measured = await measure({ nats: server.process.pid!, bench: 'self' }, async () => {
-      await submitInChunks(client, 'serial', n, CHUNK);
-      await allHandled;
-      await acknowledged(worker, n);
+    return await runDocket(server, {
+      pids: { nats: server.process.pid!, bench: 'self' },
+      client: await connectLocalClient(node),
+      worker: (handler) => new Worker({ local: node, queue: 'serial', concurrency, handler }),
+      close: () => node.close(),
     });
-    return { ...measured, commits_per_job: +(((await commitsIn(server.url)) - commits0) / n).toFixed(2) };
   } finally {
-    await worker.close();
-    await client.close();
-    await node.close();
     await server.stop();
     dir.remove();
   }
