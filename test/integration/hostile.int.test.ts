@@ -383,14 +383,15 @@ describe('item 5: work requests do not mint queues', () => {
       for await (const k of await kv.keys()) out.push(k);
       return out;
     };
-    const before = (await keys()).length;
     for (let i = 0; i < 50; i++) {
       for (const [verb, body] of [['claim', '{'], ['heartbeat', '{"run_ids":"x"}'], ['complete', '{}'], ['fail', '[]']] as const) {
         const { reply } = await raw(nc, `docket.work.minted-${i}.${verb}`, body);
         expect(errorOf(reply).code).toBe('invalid_request');
       }
     }
-    expect((await keys()).length).toBe(before);
+    // No lease names a queue the bad requests named. (Not a count of all keys: other tests'
+    // leases may age out of the bucket meanwhile; CI saw 10 keys become 8.)
+    expect((await keys()).filter((k) => k.startsWith('minted-'))).toEqual([]);
 
     // A node with a short lease: a queue whose work is done is let go, then led again on demand.
     const own = await startNatsServer();
