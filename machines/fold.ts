@@ -71,6 +71,9 @@ export function deriveFold<C, E extends EventObject>(
           const targets = definition.target ?? [];
           if (targets.length > 1) throw new Error(`fold: ${key} on ${eventType} has several targets`);
           const target = targets[0]?.key ?? null;
+          // XState's can() refuses a transition with neither target nor actions (a "forbidden"
+          // one); step and accepts would take it: such a machine cannot be derived.
+          if (target === null && definition.actions.length === 0) throw new Error(`fold: ${key} on ${eventType} has neither a target nor actions`);
           const actionReducers = definition.actions.map((action) => {
             const name = nameOf(action);
             const reducer = reducers[name];

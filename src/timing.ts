@@ -7,6 +7,16 @@ export async function withinMs(ms: number, work: Promise<unknown>): Promise<void
   clearTimeout(timer);
 }
 
+/** `work`'s value, or `late()`'s once `ms` have passed without it (the timer does not hold the process open). */
+export async function valueWithinMs<T>(ms: number, work: Promise<T>, late: () => T): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([work, new Promise<T>((resolve) => (timer = setTimeout(() => resolve(late()), ms).unref()))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export interface Doubling {
   readonly firstMs: number;
   readonly maxMs: number;

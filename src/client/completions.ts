@@ -56,6 +56,12 @@ export class CompletionBatcher {
     /** The claim fields for `max` freed slots, or undefined when no more jobs are wanted. */
     private readonly nextClaim: (max: number) => Record<string, unknown> | undefined,
     private readonly backoffMs: (attempt: number) => number,
+    /**
+     * Jobs a reply claimed that no answered run takes: a resend's `next` may ask for more slots
+     * than its batch now holds, and a run answered `unavailable` is sent again while the job
+     * claimed for its slot is already ours. Run them: left alone they would wait out their leases.
+     */
+    private readonly extra: (jobs: readonly ClaimedJob[]) => void = () => undefined,
   ) {}
 
   /** Reports one run's end (`{run_id, job_id, ...}`); resolves once the leader answered for it. */
@@ -86,16 +92,23 @@ export class CompletionBatcher {
       if (batch.length === 1) {
         const only = batch[0]!;
         const reply = await this.send<SingleReply>(this.verb, { ...only.item, ...(next ? { next } : {}) });
-        only.resolve({ status: reply.status, next: reply.jobs?.[0] });
+        const [first, ...rest] = reply.jobs ?? [];
+        only.resolve({ status: reply.status, next: first });
+        if (rest.length > 0) this.extra(rest);
       } else {
         const reply = await this.send<BatchReply>(this.verb, { runs: batch.map((p) => p.item), ...(next ? { next } : {}) });
         const jobs = reply.jobs ?? [];
+        const untaken: ClaimedJob[] = jobs.slice(batch.length);
         batch.forEach((p, i) => {
           const answer = reply.runs[i];
           if (answer?.ok) p.resolve({ status: answer.status, next: jobs[i] });
           else if (answer && answer.error.code !== 'unavailable') p.resolve({ refused: fromErrorBody(answer.error), next: jobs[i] });
-          else retry.push(p);
+          else {
+            retry.push(p);
+            if (jobs[i] !== undefined) untaken.push(jobs[i]);
+          }
         });
+        if (untaken.length > 0) this.extra(untaken);
       }
     } catch (err) {
       if (err instanceof DocketError && err.code !== 'unavailable') {

@@ -451,6 +451,12 @@ export class Worker {
           ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.nextClaimWaitMs } : {}), ...(this.claimIds ? { request_id: randomIds.next() } : {}) }
           : undefined,
       (attempt) => Math.min(2_000, 100 * 2 ** attempt),
+      // Claimed for us with no run's slot to take them (see CompletionBatcher): they run now,
+      // for a moment past `concurrency` at most, rather than wait out their leases.
+      (jobs) => {
+        for (const job of jobs) this.run(job);
+        this.changed();
+      },
     );
   }
 

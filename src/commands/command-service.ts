@@ -4,7 +4,8 @@
  * `{ ok: false, error: { code, message, details? } }`.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { excerpt, InvalidRequestError } from '../errors.js';
+import { excerpt, InvalidRequestError, UnavailableError } from '../errors.js';
+import { valueWithinMs } from '../timing.js';
 import type { Logger } from '../logger.js';
 import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP } from '../nats/subjects.js';
 import { errorReply, replyBytes, respondSafely } from './reply.js';
@@ -80,7 +81,9 @@ export class CommandService implements LocalCommands {
     // Tracked like a request from NATS: stop() waits for it to be answered.
     const done = answered.then(() => undefined).finally(() => this.inFlight.delete(done));
     this.inFlight.add(done);
-    return replyBytes((await answered)[0]);
+    // Bounded as a request over NATS is (a resend with the same command id is safe).
+    const [reply] = await valueWithinMs(timeoutMs, answered, () => [errorReply(new UnavailableError(`no answer within ${timeoutMs} ms; retry`), this.log), this.log]);
+    return replyBytes(reply);
   }
 
   /** Stops taking requests and waits for the ones in flight to be answered. */

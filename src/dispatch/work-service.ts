@@ -28,6 +28,7 @@ import type { Logger } from '../logger.js';
 import { COMMAND_QUEUE_GROUP, isQueueName, parseWorkSubject, subjects, WORK_VERBS, type WorkVerb } from '../nats/subjects.js';
 import type { LeaseKeeper } from '../reactors/leases.js';
 import { ClaimReplies } from './claim-replies.js';
+import { valueWithinMs } from '../timing.js';
 import type { QueueDispatcher } from './dispatcher.js';
 import type { Outbox } from '../nats/outbox.js';
 
@@ -289,19 +290,19 @@ export class WorkService implements LocalWork {
    */
   async local(queue: string, verb: WorkVerb, data: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
     if (this.stopped || !this.leadership.isLeader(queue)) return (await this.nc.request(subjects.work(queue, verb), data, { timeout: timeoutMs })).data;
-    let reply: Record<string, unknown> = {};
-    const served = (async () => {
+    const answered = (async (): Promise<Record<string, unknown>> => {
       try {
-        reply = { ok: true, ...(await this.handle(queue, verb, parseJson(data))) };
+        return { ok: true, ...(await this.handle(queue, verb, parseJson(data))) };
       } catch (err) {
-        reply = errorReply(err, this.log);
+        return errorReply(err, this.log);
       }
     })();
     // Tracked like a request from NATS: stop() waits for it to be answered.
-    const done = served.finally(() => this.inFlight.delete(done));
+    const done = answered.then(() => undefined).finally(() => this.inFlight.delete(done));
     this.inFlight.add(done);
-    await done;
-    return replyBytes(reply);
+    // Bounded as a request over NATS is: the worker retries an unanswered request, and a claim
+    // sent again with its request id gets what this one claims meanwhile.
+    return replyBytes(await valueWithinMs(timeoutMs, answered, () => errorReply(new UnavailableError(`no answer from the queue's leader within ${timeoutMs} ms; retry`), this.log)));
   }
 
   private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {

@@ -56,6 +56,13 @@ export class Outbox {
         this.log.warn({ err, subject, bytes: payload.length }, 'publish failed');
       }
     }
-    for (const task of tasks) task();
+    for (const task of tasks) {
+      // One task's throw must not keep the others (another partition's commit) from running.
+      try {
+        task();
+      } catch (err) {
+        this.log.error({ err }, 'end-of-turn task failed');
+      }
+    }
   }
 }

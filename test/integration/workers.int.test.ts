@@ -739,7 +739,8 @@ describe('two nodes on one stream', () => {
       await env.close();
     }
     // env.close() closes the worker, which waits for the claim that was parked on the dead
-    // leader: up to that claim's timeout (claimWaitMs + 10 s), past vitest's default 5 s.
+    // leader: up to that claim's timeout (claimWaitMs + 10 s), past the 5 s default of a bare
+    // `npx vitest run <file>` (test/vitest.config.ts, which `npm test` uses, allows 60 s).
   }, 30_000);
 });
 

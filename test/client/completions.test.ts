@@ -1,0 +1,65 @@
+/**
+ * The Worker's completion batcher (src/client/completions.ts) with a scripted leader: jobs a reply
+ * claimed that no answered run takes go to `extra` (the Worker runs them) instead of being
+ * dropped to wait out their leases.
+ */
+import { describe, expect, test } from 'vitest';
+import { CompletionBatcher, type CompletionOutcome } from '../../src/client/completions.js';
+import type { ClaimedJob } from '../../src/commands/schemas.js';
+import { UnavailableError } from '../../src/errors.js';
+
+const job = (n: number) => ({ job_id: `j${n}`, run_id: `r${n}` }) as unknown as ClaimedJob;
+
+/** A batcher whose sends are answered, in order, by `replies` (an Error is thrown). */
+function scripted(replies: readonly (Record<string, unknown> | Error)[]) {
+  const sent: Record<string, unknown>[] = [];
+  const extra: ClaimedJob[] = [];
+  let k = 0;
+  const batcher = new CompletionBatcher(
+    'complete',
+    async <T>(_verb: string, body: unknown): Promise<T> => {
+      sent.push(body as Record<string, unknown>);
+      const reply = replies[k++];
+      if (reply === undefined) throw new Error('no more scripted replies');
+      if (reply instanceof Error) throw reply;
+      return reply as T;
+    },
+    (max) => ({ worker: 'w', max, request_id: `q${sent.length}` }),
+    () => 0,
+    (jobs) => void extra.push(...jobs),
+  );
+  return { batcher, sent, extra };
+}
+
+describe('CompletionBatcher', () => {
+  test('a single completion whose reply carries more jobs than its slot: the first is its next, the rest go to extra', async () => {
+    const { batcher, extra } = scripted([{ status: 'succeeded', jobs: [job(1), job(2)] }]);
+    const outcome: CompletionOutcome = await batcher.report({ run_id: 'a', job_id: 'ja' });
+    expect(outcome).toEqual({ status: 'succeeded', next: job(1) });
+    expect(extra).toEqual([job(2)]);
+  });
+
+  test('in a batch, the job claimed for a run answered unavailable goes to extra; the run is sent again without it', async () => {
+    const { batcher, sent, extra } = scripted([
+      { status: 'succeeded', jobs: [job(1)] },
+      { runs: [{ ok: true, status: 'succeeded' }, { ok: false, error: { code: 'unavailable', message: 'moved' } }], jobs: [job(2), job(3)] },
+      { status: 'succeeded', jobs: [] },
+    ]);
+    // The first goes alone; the next two gather behind it and go as one batch.
+    const first = batcher.report({ run_id: 'a', job_id: 'ja' });
+    const second = batcher.report({ run_id: 'b', job_id: 'jb' });
+    const third = batcher.report({ run_id: 'c', job_id: 'jc' });
+    expect(await first).toEqual({ status: 'succeeded', next: job(1) });
+    expect(await second).toEqual({ status: 'succeeded', next: job(2) });
+    expect(await third).toEqual({ status: 'succeeded', next: undefined });
+    expect(extra).toEqual([job(3)]);
+    expect(sent.map((s) => ('runs' in s ? (s['runs'] as unknown[]).length : 1))).toEqual([1, 2, 1]);
+  });
+
+  test('a send with no answer is sent again with the same next claim (same request id)', async () => {
+    const { batcher, sent } = scripted([new UnavailableError('no answer'), { status: 'succeeded', jobs: [job(1)] }]);
+    expect(await batcher.report({ run_id: 'a', job_id: 'ja' })).toEqual({ status: 'succeeded', next: job(1) });
+    expect(sent).toHaveLength(2);
+    expect(sent[1]!['next']).toEqual(sent[0]!['next']);
+  });
+});
