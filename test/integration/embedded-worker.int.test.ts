@@ -126,6 +126,39 @@ describe('a Worker embedded in a node', () => {
     expect(detail.run).toMatchObject({ status: 'failed', error: { message: 'kaput' } });
   });
 
+  test('leadership moving while the embedded worker has requests in flight: every job ends once, no job has two open runs', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const ids = await submit(queue, 1);
+    const leader = await leadNow(cluster.nc, queue, [cluster.a, cluster.b]);
+    let handled = 0;
+    const worker = new Worker({
+      local: leader,
+      queue,
+      concurrency: 4,
+      handler: async () => {
+        handled += 1;
+        await new Promise((r) => setTimeout(r, 10));
+        return null;
+      },
+    });
+    workers.add(worker);
+    await worker.start();
+    ids.push(...(await submit(queue, 79, 1)));
+    // Mid-run the leader gives the queue up (as a deposed writer does): its writer closes, the
+    // decisions in flight are answered `unavailable`, and the next requests find a leader again.
+    await eventually(() => handled >= 10, 'ten jobs handled');
+    await leader.leadership.relinquish(queue);
+    expect(handled).toBeLessThan(60);
+    const next = await leadNow(cluster.nc, queue, [cluster.a, cluster.b]);
+    await until(next, allSucceeded(ids), 'all eighty succeeded', 20_000);
+    const log = await queueLog(cluster.nc, queue);
+    expect(doubleOpenRuns(log)).toEqual([]);
+    // Each job succeeded once.
+    const succeeded = log.filter((e) => e.type === 'job.succeeded').map((e) => e.jobId);
+    expect(new Set(succeeded).size).toBe(80);
+    expect(succeeded).toHaveLength(80);
+  });
+
   test('a Client given local: node has its commands answered in process, none over NATS, with the same replies and errors', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const local = await Client.connect({ local: cluster.a });
