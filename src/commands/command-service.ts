@@ -8,7 +8,7 @@ import { excerpt, InvalidRequestError, UnavailableError } from '../errors.js';
 import { valueWithinMs } from '../timing.js';
 import type { Logger } from '../logger.js';
 import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP } from '../nats/subjects.js';
-import { errorReply, replyBytes, respondSafely } from './reply.js';
+import { boundedReplyBytes, errorReply, respondSafely } from './reply.js';
 import type { Outbox } from '../nats/outbox.js';
 import { parseJson } from './validate.js';
 
@@ -82,8 +82,8 @@ export class CommandService implements LocalCommands {
     const done = answered.then(() => undefined).finally(() => this.inFlight.delete(done));
     this.inFlight.add(done);
     // Bounded as a request over NATS is (a resend with the same command id is safe).
-    const [reply] = await valueWithinMs(timeoutMs, answered, () => [errorReply(new UnavailableError(`no answer within ${timeoutMs} ms; retry`), this.log), this.log]);
-    return replyBytes(reply);
+    const [reply, log] = await valueWithinMs(timeoutMs, answered, () => [errorReply(new UnavailableError(`no answer within ${timeoutMs} ms; retry`), this.log), this.log]);
+    return boundedReplyBytes(this.nc, reply, log);
   }
 
   /** Stops taking requests and waits for the ones in flight to be answered. */

@@ -47,13 +47,12 @@ function boundedBody(body: ErrorBody): ErrorBody {
 }
 
 /**
- * Sends `reply` (an object, or bytes already encoded, e.g. a leader's answer being passed on)
- * to `msg`. A reply over the max payload is replaced by a small `invalid_request` naming the
- * limit (asking for less is the fix, so retrying as is cannot help); a send that fails anyway is
- * answered `unavailable` once more, then only logged. Never throws.
+ * A reply's bytes as a requester on `nc` may receive them: a reply over the max payload is
+ * replaced by a small `invalid_request` naming the limit, and one that cannot be encoded (a bug)
+ * by its error. Used for replies over NATS and for those given in process (an embedded worker or
+ * client), so both answer alike wherever the queue's leader is.
  */
-export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string, unknown> | Uint8Array, log: Logger, outbox?: Outbox): void {
-  if (!msg.reply) return;
+export function boundedReplyBytes(nc: NatsConnection, reply: Record<string, unknown> | Uint8Array, log: Logger): Uint8Array {
   const limit = maxPayload(nc);
   let bytes: Uint8Array;
   try {
@@ -66,6 +65,18 @@ export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string
     log.debug({ bytes: bytes.length, limit }, 'reply over the max payload, answered with an error');
     bytes = replyBytes({ ok: false, error: new InvalidRequestError(`the reply (${bytes.length} bytes) exceeds the server's max payload of ${limit} bytes; ask for less`, { details: { max_payload: limit } }).toBody() });
   }
+  return bytes;
+}
+
+/**
+ * Sends `reply` (an object, or bytes already encoded, e.g. a leader's answer being passed on)
+ * to `msg`. A reply over the max payload is replaced by a small `invalid_request` naming the
+ * limit (asking for less is the fix, so retrying as is cannot help); a send that fails anyway is
+ * answered `unavailable` once more, then only logged. Never throws.
+ */
+export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string, unknown> | Uint8Array, log: Logger, outbox?: Outbox): void {
+  if (!msg.reply) return;
+  const bytes = boundedReplyBytes(nc, reply, log);
   if (outbox) {
     // Sent with the turn's other publishes (live events, other replies): one socket write.
     outbox.publish(msg.reply, bytes);

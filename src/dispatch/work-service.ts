@@ -7,7 +7,7 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Leadership } from '../cluster/leadership.js';
 import type { PartitionRouter } from '../cluster/partition-router.js';
-import { errorReply, maxPayload, replyBytes, respondSafely } from '../commands/reply.js';
+import { boundedReplyBytes, errorReply, maxPayload, respondSafely } from '../commands/reply.js';
 import type { CommandContext } from '../commands/handle-command.js';
 import { endRun } from '../commands/job-commands.js';
 import {
@@ -302,7 +302,8 @@ export class WorkService implements LocalWork {
     this.inFlight.add(done);
     // Bounded as a request over NATS is: the worker retries an unanswered request, and a claim
     // sent again with its request id gets what this one claims meanwhile.
-    return replyBytes(await valueWithinMs(timeoutMs, answered, () => errorReply(new UnavailableError(`no answer from the queue's leader within ${timeoutMs} ms; retry`), this.log)));
+    const reply = await valueWithinMs(timeoutMs, answered, () => errorReply(new UnavailableError(`no answer from the queue's leader within ${timeoutMs} ms; retry`), this.log));
+    return boundedReplyBytes(this.nc, reply, this.log);
   }
 
   private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {
