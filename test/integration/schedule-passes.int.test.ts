@@ -18,7 +18,7 @@ import { scheduledJobId } from '../../src/ids.js';
 import type { DocketNode } from '../../src/node.js';
 import { FIRE_AHEAD_MS } from '../../src/reactors/schedule-ticker.js';
 import { readLog } from '../../src/store/read-log.js';
-import { closeTestFile, connectTestClients, request, startTrackedNode, uniqueQueue, type RawReply } from '../support/docket.js';
+import { closeTestFile, connectTestClients, request, okReply as ok, startTrackedNode, uniqueQueue, untilFolded } from '../support/docket.js';
 import { startDocketProcess, type DocketProcess } from '../support/docket-process.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 
@@ -42,30 +42,9 @@ afterAll(async () => {
   await closeTestFile({ client, nc, nodes, server });
 });
 
-function ok(reply: RawReply): Record<string, unknown> {
-  if (!reply.ok) throw new Error(`expected ok, got ${JSON.stringify(reply.error)}`);
-  return reply;
-}
+/** untilFolded with this file's deadline (passes of many schedules on a loaded machine). */
+const until = (node: DocketNode, check: () => boolean, what: string, ms = 15_000): Promise<void> => untilFolded(node, check, what, ms);
 
-/** Resolves once `check` holds on the node's folded state (re-checked on every change), or fails after `ms`. */
-function until(node: DocketNode, check: () => boolean, what: string, ms = 15_000): Promise<void> {
-  if (check()) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    let done = false;
-    const timer = setTimeout(() => {
-      done = true;
-      reject(new Error(`timed out waiting for ${what}`));
-    }, ms);
-    const look = () => {
-      if (done || !check()) return;
-      done = true;
-      clearTimeout(timer);
-      resolve();
-    };
-    node.store.onChange(look);
-    node.aggregates.onChange(look);
-  });
-}
 
 interface LoggedEvent {
   readonly type: string;

@@ -13,7 +13,7 @@ import { ManualClock } from '../../src/clock.js';
 import { scheduledJobId, triggeredJobId } from '../../src/ids.js';
 import type { DocketNode } from '../../src/node.js';
 import { readLog } from '../../src/store/read-log.js';
-import { closeTestFile, connectTestClients, openResources, request, startTrackedNode, streamMessages, uniqueQueue, type RawReply } from '../support/docket.js';
+import { closeTestFile, connectTestClients, openResources, request, okReply as ok, startTrackedNode, streamMessages, uniqueQueue, untilFolded, type RawReply } from '../support/docket.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 import { runDocket } from '../support/cli.js';
 
@@ -41,30 +41,8 @@ afterEach(() => {
   expect(openResources().length).toBeLessThanOrEqual(1 + nodes.length);
 });
 
-function ok(reply: RawReply): Record<string, unknown> {
-  if (!reply.ok) throw new Error(`expected ok, got ${JSON.stringify(reply.error)}`);
-  return reply;
-}
+const until = untilFolded;
 
-/** Resolves once `check` holds on the node's folded state (re-checked on every change), or fails after `ms`. */
-function until(node: DocketNode, check: () => boolean, what: string, ms = 10_000): Promise<void> {
-  if (check()) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      done = true;
-      reject(new Error(`timed out waiting for ${what}`));
-    }, ms);
-    let done = false;
-    const look = () => {
-      if (done || !check()) return;
-      done = true;
-      clearTimeout(timer);
-      resolve();
-    };
-    node.store.onChange(look);
-    node.aggregates.onChange(look);
-  });
-}
 
 const scheduleOf = (node: DocketNode, name: string) => node.aggregates.stateOf<ScheduleContext>('schedule', name);
 

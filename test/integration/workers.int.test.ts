@@ -105,6 +105,54 @@ function allEnded(ids: readonly string[], status = 'succeeded'): (store: DocketN
   return (store) => ids.every((id) => store.get(id)?.state.job.value === status);
 }
 
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+/**
+ * A stand-in for an older node, on a server of its own: it hands out one job (then answers claims
+ * with none after 100 ms), takes completions, and refuses a request as that node's strict schema
+ * did when `refuses` names a field of it. Records every claim and completion it was sent.
+ */
+async function oldNodeStandIn(queue: string, refuses: (verb: 'claim' | 'complete', body: Record<string, unknown>) => string | null) {
+  const own = await startNatsServer();
+  const standIn = await connect({ servers: own.url, name: 'old-node-stand-in' });
+  const claims: Record<string, unknown>[] = [];
+  const completions: Record<string, unknown>[] = [];
+  let handedOut = false;
+  const refusal = (field: string) => JSON.stringify({ ok: false, error: { code: 'invalid_request', message: `unknown field ${field}` } });
+  standIn.subscribe(subjects.work(queue, 'claim'), {
+    callback: (_err, msg) => {
+      const body = msg.json<Record<string, unknown>>();
+      claims.push(body);
+      const field = refuses('claim', body);
+      if (field !== null) return void msg.respond(refusal(field));
+      const jobs = handedOut ? [] : [{ job_id: 'j1', run_id: 'r1', queue, key: null, params: {}, attempt: 1, max_attempts: 1, lease_ms: 30_000, fencing_token: 1 }];
+      handedOut = true;
+      if (jobs.length > 0) msg.respond(JSON.stringify({ ok: true, jobs }));
+      else setTimeout(() => msg.respond(JSON.stringify({ ok: true, jobs })), 100);
+    },
+  });
+  standIn.subscribe(subjects.work(queue, 'complete'), {
+    callback: (_err, msg) => {
+      const body = msg.json<Record<string, unknown>>();
+      completions.push(body);
+      const field = refuses('complete', body);
+      msg.respond(field !== null ? refusal(field) : JSON.stringify({ ok: true, job_id: body['job_id'], status: 'succeeded', jobs: [] }));
+    },
+  });
+  await standIn.flush();
+  return {
+    url: own.url,
+    claims,
+    completions,
+    async close(): Promise<void> {
+      await standIn.drain();
+      await own.stop();
+    },
+  };
+}
+
 describe('Worker', () => {
   test('never runs more than `concurrency` handlers at once; results are stored', async ({ task }) => {
     const queue = uniqueQueue(task.name);
@@ -413,40 +461,18 @@ describe('Worker', () => {
   });
 
   test('against a node older than next.wait_ms (refusing the field), a completion is sent again with a next claim that does not wait', async () => {
-    // A stand-in for the old node on a server of its own: it refuses next.wait_ms as that node's
-    // strict schema did, and hands out one job.
-    const own = await startNatsServer();
-    const standIn = await connect({ servers: own.url, name: 'old-node-stand-in' });
     const queue = 'old-node';
-    const completions: Record<string, unknown>[] = [];
-    let handedOut = false;
-    standIn.subscribe(subjects.work(queue, 'claim'), {
-      callback: (_err, msg) => {
-        const jobs = handedOut ? [] : [{ job_id: 'j1', run_id: 'r1', queue, key: null, params: {}, attempt: 1, max_attempts: 1, lease_ms: 30_000, fencing_token: 1 }];
-        handedOut = true;
-        if (jobs.length > 0) msg.respond(JSON.stringify({ ok: true, jobs }));
-        else setTimeout(() => msg.respond(JSON.stringify({ ok: true, jobs })), 100);
-      },
-    });
-    standIn.subscribe(subjects.work(queue, 'complete'), {
-      callback: (_err, msg) => {
-        const body = msg.json<Record<string, unknown> & { next?: Record<string, unknown> }>();
-        completions.push(body);
-        if (body.next !== undefined && 'wait_ms' in body.next) msg.respond(JSON.stringify({ ok: false, error: { code: 'invalid_request', message: 'unknown field next.wait_ms' } }));
-        else msg.respond(JSON.stringify({ ok: true, job_id: body['job_id'], status: 'succeeded', jobs: [] }));
-      },
-    });
-    await standIn.flush();
-    const w = new DocketWorker({ servers: own.url, queue, handler: () => null, claimWaitMs: 500 });
+    const old = await oldNodeStandIn(queue, (verb, body) => (verb === 'complete' && isObject(body['next']) && 'wait_ms' in body['next'] ? 'next.wait_ms' : null));
+    const { completions } = old;
+    const w = new DocketWorker({ servers: old.url, queue, handler: () => null, claimWaitMs: 500 });
     try {
       await w.start();
       await eventually(() => w.counts.succeeded === 1, 'the completion taken');
       expect(w.counts.lost).toBe(0);
-      expect(completions.map((c) => c.next !== undefined && 'wait_ms' in (c.next as object))).toEqual([true, false]);
+      expect(completions.map((c) => isObject(c['next']) && 'wait_ms' in c['next'])).toEqual([true, false]);
     } finally {
       await w.close();
-      await standIn.drain();
-      await own.stop();
+      await old.close();
     }
   });
 
@@ -496,35 +522,10 @@ describe('Worker', () => {
   });
 
   test('against a node older than a claim\'s request_id (refusing the field), claims are sent without it', async () => {
-    const own = await startNatsServer();
-    const standIn = await connect({ servers: own.url, name: 'old-node-stand-in' });
     const queue = 'old-node-request-id';
-    const claims: Record<string, unknown>[] = [];
-    const completions: Record<string, unknown>[] = [];
-    let handedOut = false;
-    standIn.subscribe(subjects.work(queue, 'claim'), {
-      callback: (_err, msg) => {
-        const body = msg.json<Record<string, unknown>>();
-        claims.push(body);
-        if ('request_id' in body) {
-          msg.respond(JSON.stringify({ ok: false, error: { code: 'invalid_request', message: 'unknown field request_id' } }));
-          return;
-        }
-        const jobs = handedOut ? [] : [{ job_id: 'j1', run_id: 'r1', queue, key: null, params: {}, attempt: 1, max_attempts: 1, lease_ms: 30_000, fencing_token: 1 }];
-        handedOut = true;
-        if (jobs.length > 0) msg.respond(JSON.stringify({ ok: true, jobs }));
-        else setTimeout(() => msg.respond(JSON.stringify({ ok: true, jobs })), 100);
-      },
-    });
-    standIn.subscribe(subjects.work(queue, 'complete'), {
-      callback: (_err, msg) => {
-        const body = msg.json<Record<string, unknown>>();
-        completions.push(body);
-        msg.respond(JSON.stringify({ ok: true, job_id: body['job_id'], status: 'succeeded', jobs: [] }));
-      },
-    });
-    await standIn.flush();
-    const w = new DocketWorker({ servers: own.url, queue, handler: () => null, claimWaitMs: 500 });
+    const old = await oldNodeStandIn(queue, (verb, body) => (verb === 'claim' && 'request_id' in body ? 'request_id' : null));
+    const { claims, completions } = old;
+    const w = new DocketWorker({ servers: old.url, queue, handler: () => null, claimWaitMs: 500 });
     try {
       await w.start();
       await eventually(() => w.counts.succeeded === 1, 'the completion taken');
@@ -533,8 +534,7 @@ describe('Worker', () => {
       expect(completions.map((c) => 'request_id' in ((c['next'] as object | undefined) ?? {}))).toEqual([false]);
     } finally {
       await w.close();
-      await standIn.drain();
-      await own.stop();
+      await old.close();
     }
   });
 

@@ -408,3 +408,32 @@ export function capturingLogger(level: 'debug' | 'info' = 'debug'): CapturedLog 
     },
   };
 }
+
+/** The reply's fields, or an error naming its refusal (a request a test expects to be taken). */
+export function okReply(reply: RawReply): Record<string, unknown> {
+  if (!reply.ok) throw new Error(`expected ok, got ${JSON.stringify(reply.error)}`);
+  return reply;
+}
+
+/**
+ * Resolves once `check` holds on the node's folded state, re-checked on every change of its jobs
+ * or of its other aggregates (schedules, templates, queues), or fails after `ms`.
+ */
+export function untilFolded(node: DocketNode, check: () => boolean, what: string, ms = 10_000): Promise<void> {
+  if (check()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    let done = false;
+    const timer = setTimeout(() => {
+      done = true;
+      reject(new Error(`timed out waiting for ${what}`));
+    }, ms);
+    const look = () => {
+      if (done || !check()) return;
+      done = true;
+      clearTimeout(timer);
+      resolve();
+    };
+    node.store.onChange(look);
+    node.aggregates.onChange(look);
+  });
+}
