@@ -7,8 +7,7 @@
 import type { ConsumerMessages, OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { positionOf, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
-import { fromErrorBody, type ErrorBody } from '../errors.js';
-import { connectNats, requestBytes } from '../nats/connection.js';
+import { connectNats, replyFields, requestBytes } from '../nats/connection.js';
 import type { LocalCommands } from '../commands/command-service.js';
 import { pullLimit } from '../nats/pull-limit.js';
 import type { QueueSettingsChange } from '../../machines/index.js';
@@ -204,8 +203,7 @@ export class Client {
     const data = requestBytes(this.nc, body);
     const { local } = this.options;
     const replyData = local ? await local.commands.local(verb, data, this.timeout) : (await this.nc.request(subjects.command(verb), data, { timeout: this.timeout })).data;
-    const reply = JSON.parse(Buffer.from(replyData.buffer, replyData.byteOffset, replyData.byteLength).toString('utf8')) as { ok: boolean; error?: ErrorBody } & T;
-    if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
+    const reply = replyFields<T>(replyData);
     return reply;
   }
 

@@ -9,12 +9,12 @@ import { hostname, userInfo } from 'node:os';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { Priority, type Json } from '../../machines/index.js';
 import type { ClaimedFanOut, ClaimedJob } from '../commands/schemas.js';
-import { coerceError, DocketError, fromErrorBody, InvalidRequestError, NonRetryableJobError, type ErrorBody } from '../errors.js';
+import { coerceError, DocketError, InvalidRequestError, NonRetryableJobError } from '../errors.js';
 import { JobDefaults, Limits } from '../commands/limits.js';
 import { randomIds } from '../ids.js';
 import { silentLogger, type Logger } from '../logger.js';
 import { CompletionBatcher, type CompletionVerb } from './completions.js';
-import { connectNats, requestBytes } from '../nats/connection.js';
+import { connectNats, replyFields, requestBytes } from '../nats/connection.js';
 import { isQueueName, NODE_NAME, subjects, type WorkVerb } from '../nats/subjects.js';
 import type { LocalWork } from '../dispatch/work-service.js';
 
@@ -228,8 +228,7 @@ export class Worker {
     const data = requestBytes(this.nc!, body);
     const { local } = this.options;
     const replyData = local ? await local.work.local(this.options.queue, verb, data, timeoutMs) : (await this.nc!.request(subjects.work(this.options.queue, verb), data, { timeout: timeoutMs })).data;
-    const reply = JSON.parse(Buffer.from(replyData.buffer, replyData.byteOffset, replyData.byteLength).toString('utf8')) as { ok: boolean; error?: ErrorBody } & T;
-    if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
+    const reply = replyFields<T>(replyData);
     // The queue is served again: failed claims waiting to be sent again go now, not after their pause.
     if (this.pauses.size > 0) {
       this.claimBackoffMs = 100;

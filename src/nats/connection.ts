@@ -1,7 +1,7 @@
 /** Connects to NATS; the one place a connection is opened for a node, client or CLI. */
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { InvalidRequestError } from '../errors.js';
+import { fromErrorBody, InvalidRequestError, type ErrorBody } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 export const DEFAULT_NATS_URL = 'nats://127.0.0.1:4222';
@@ -59,4 +59,11 @@ export function requestBytes(nc: NatsConnection, body: unknown): Uint8Array {
     throw new InvalidRequestError(`the request (${bytes.length} bytes) exceeds the server's max payload of ${limit} bytes`, { details: { max_payload: limit } });
   }
   return bytes;
+}
+
+/** A reply's fields (`{ ok: true, ... }`), or the DocketError it carries: how the SDK reads every answer, over NATS or in process. */
+export function replyFields<T>(data: Uint8Array): T {
+  const reply = JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as { ok: boolean; error?: ErrorBody } & T;
+  if (!reply.ok) throw fromErrorBody(reply.error ?? { code: 'unavailable', message: 'reply without error' });
+  return reply;
 }
