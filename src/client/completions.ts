@@ -1,7 +1,9 @@
 /**
- * The Worker's completions, batched without delay: a run's end is sent at once when no
- * completion of the same verb is in flight, and gathered while one is; the gathered ones go out
- * together as `{runs: [...]}` (the leader decides them into one commit), each answered on its own.
+ * The Worker's completions, batched without waiting on a reply: the runs that end in one turn of
+ * the event loop go out at its end as one request, `{runs: [...]}` (the leader decides them into
+ * one commit), each answered on its own. A request in flight does not hold the next back: runs
+ * gathered behind it missed the leader's next commit (it leaves when the previous one is
+ * acknowledged, before that reply is back), so a worker's slots split between two commits.
  * Each sent request carries a claim for the slots it frees, so the next jobs come back with it.
  */
 import type { ClaimedJob } from '../commands/schemas.js';
@@ -42,13 +44,13 @@ const MAX_ATTEMPTS = 20;
 
 export class CompletionBatcher {
   private readonly pending: Pending[] = [];
-  private inFlight = false;
+  private scheduled = false;
   /**
    * The next claim of a send whose outcome is unknown (no reply): the resend carries it again, with
    * its request id, so the leader answers with the jobs it may have claimed for the first send
    * rather than claiming more (README "Workers"). A completion is idempotent by run id already.
    */
-  private unanswered: Record<string, unknown> | undefined;
+  private readonly unanswered: Record<string, unknown>[] = [];
 
   constructor(
     private readonly verb: CompletionVerb,
@@ -68,25 +70,19 @@ export class CompletionBatcher {
   report(item: Record<string, unknown>): Promise<CompletionOutcome> {
     return new Promise((resolve) => {
       this.pending.push({ item, resolve, attempts: 0 });
-      if (!this.inFlight) void this.flush();
+      if (this.scheduled) return;
+      this.scheduled = true;
+      setImmediate(() => this.flush());
     });
   }
 
-  private async flush(): Promise<void> {
-    if (this.inFlight || this.pending.length === 0) return;
-    this.inFlight = true;
-    const batch = this.pending.splice(0, Limits.MaxClaimJobs);
-    try {
-      await this.deliver(batch);
-    } finally {
-      this.inFlight = false;
-      if (this.pending.length > 0) void this.flush();
-    }
+  private flush(): void {
+    this.scheduled = false;
+    while (this.pending.length > 0) void this.deliver(this.pending.splice(0, Limits.MaxClaimJobs));
   }
 
   private async deliver(batch: Pending[]): Promise<void> {
-    const next = this.unanswered ?? this.nextClaim(batch.length);
-    this.unanswered = undefined;
+    const next = this.unanswered.shift() ?? this.nextClaim(batch.length);
     let retry: Pending[] = [];
     try {
       if (batch.length === 1) {
@@ -116,7 +112,7 @@ export class CompletionBatcher {
         return;
       }
       retry = batch;
-      this.unanswered = next;
+      if (next) this.unanswered.push(next);
     }
     for (const p of retry) {
       p.attempts += 1;
@@ -127,6 +123,7 @@ export class CompletionBatcher {
     // Idempotent by run id: a resend of a completion the leader took answers as the first did.
     await new Promise((r) => setTimeout(r, this.backoffMs(again[0]!.attempts)));
     this.pending.unshift(...again);
+    this.flush();
   }
 }
 

@@ -41,19 +41,43 @@ describe('CompletionBatcher', () => {
 
   test('in a batch, the job claimed for a run answered unavailable goes to extra; the run is sent again without it', async () => {
     const { batcher, sent, extra } = scripted([
-      { status: 'succeeded', jobs: [job(1)] },
-      { runs: [{ ok: true, status: 'succeeded' }, { ok: false, error: { code: 'unavailable', message: 'moved' } }], jobs: [job(2), job(3)] },
+      { runs: [{ ok: true, status: 'succeeded' }, { ok: false, error: { code: 'unavailable', message: 'moved' } }, { ok: true, status: 'succeeded' }], jobs: [job(1), job(2), job(3)] },
       { status: 'succeeded', jobs: [] },
     ]);
-    // The first goes alone; the next two gather behind it and go as one batch.
+    // Reported in one turn: they go as one batch.
     const first = batcher.report({ run_id: 'a', job_id: 'ja' });
     const second = batcher.report({ run_id: 'b', job_id: 'jb' });
     const third = batcher.report({ run_id: 'c', job_id: 'jc' });
     expect(await first).toEqual({ status: 'succeeded', next: job(1) });
-    expect(await second).toEqual({ status: 'succeeded', next: job(2) });
-    expect(await third).toEqual({ status: 'succeeded', next: undefined });
-    expect(extra).toEqual([job(3)]);
-    expect(sent.map((s) => ('runs' in s ? (s['runs'] as unknown[]).length : 1))).toEqual([1, 2, 1]);
+    expect(await third).toEqual({ status: 'succeeded', next: job(3) });
+    expect(await second).toEqual({ status: 'succeeded', next: undefined });
+    expect(extra).toEqual([job(2)]);
+    expect(sent.map((s) => ('runs' in s ? (s['runs'] as unknown[]).length : 1))).toEqual([3, 1]);
+  });
+
+  test('a completion reported in a later turn is sent without waiting for the reply to the one in flight', async () => {
+    const sent: unknown[] = [];
+    const answers: ((reply: unknown) => void)[] = [];
+    const batcher = new CompletionBatcher(
+      'complete',
+      <T>(_verb: string, body: unknown): Promise<T> => {
+        sent.push(body);
+        return new Promise<T>((resolve) => answers.push(resolve as (reply: unknown) => void));
+      },
+      () => undefined,
+      () => 0,
+    );
+    const first = batcher.report({ run_id: 'a', job_id: 'ja' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent).toHaveLength(1);
+    const second = batcher.report({ run_id: 'b', job_id: 'jb' });
+    await new Promise((resolve) => setImmediate(resolve));
+    // Gathering behind a request in flight would split a commit's worth of completions in two
+    // (the leader's next commit leaves before that reply comes back).
+    expect(sent).toHaveLength(2);
+    for (const answer of answers) answer({ status: 'succeeded' });
+    expect(await first).toEqual({ status: 'succeeded', next: undefined });
+    expect(await second).toEqual({ status: 'succeeded', next: undefined });
   });
 
   test('a send with no answer is sent again with the same next claim (same request id)', async () => {
