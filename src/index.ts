@@ -4,6 +4,7 @@ export { Worker, type WorkerOptions, type WorkerJob, type WorkerJobContext, type
 export type { LocalWork } from './dispatch/work-service.js';
 export type { LocalCommands } from './commands/command-service.js';
 export { startNode, type DocketNode, type DocketOptions } from './node.js';
+export type { LiveEventMode } from './store/partition-writers.js';
 export {
   DocketError,
   InvalidRequestError,

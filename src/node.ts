@@ -57,7 +57,7 @@ import { Kernel } from './store/kernel.js';
 import type { JobStore } from './store/job-store.js';
 import type { AggregateStore } from './store/aggregate-store.js';
 import { LogTail, type LogTailOptions } from './store/log-tail.js';
-import { PartitionWriters } from './store/partition-writers.js';
+import { PartitionWriters, type LiveEventMode } from './store/partition-writers.js';
 import { withinMs } from './timing.js';
 import { previewSchedule } from './schedules/preview.js';
 import { registerScheduleCommands } from './schedules/wiring.js';
@@ -101,6 +101,14 @@ export interface DocketOptions {
    * @defaultValue 3600000 (one hour)
    */
   readonly finishedRetentionMs?: number;
+  /**
+   * What the node publishes live (core NATS, not stored) after each commit: `commit`, the commit
+   * as stored on `docket.live.q.<queue>` / `docket.live.sys`; `each`, that and each event on its
+   * own subject `docket.evt.<kind>.<queue>.<id>` as well, for subscribers that pick events by
+   * subject (a message per event costs the leader about a sixth of its CPU; README "Live events").
+   * `DOCKET_LIVE_EVENTS` for `docket up`. @defaultValue 'commit'
+   */
+  readonly liveEvents?: LiveEventMode;
 }
 
 export interface DocketNode {
@@ -260,7 +268,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   // The writers of the partitions this node leads (set when a lease is taken).
   // Replies and live events leave together, one socket write per turn (src/nats/outbox.ts).
   const outbox = new Outbox(appendNc, root.child({ component: 'outbox' }));
-  const writers = new PartitionWriters({ appendNc, outbox, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), log: root.child({ component: 'writer' }) });
+  const writers = new PartitionWriters({ appendNc, outbox, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), liveEvents: options.liveEvents ?? 'commit', log: root.child({ component: 'writer' }) });
   const readCommit = commitReader(jsm);
   const context: CommandContext = {
     store,

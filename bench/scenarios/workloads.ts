@@ -239,8 +239,8 @@ export function latencyGroup(env: BenchEnv): Group {
       const abort = new AbortController();
       const waiting = new Map<string, () => void>();
       const early = new Set<string>();
-      // One live-event subscription for the whole loop (docket.evt.job.latency.>, core NATS:
-      // the leader publishes each event once its commit is acknowledged), in place before
+      // One live subscription for the whole loop (docket.live.q.latency, core NATS: the
+      // leader publishes each commit once it is acknowledged), in place before
       // the first submit. BullMQ's waitUntilFinished also listens to events its server pushes.
       const events = watcher.live({ queue: 'latency', types: ['job.succeeded', 'job.failed'], signal: abort.signal });
       await events.ready;

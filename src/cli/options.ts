@@ -4,6 +4,7 @@
  * InvalidRequestError, reported exactly like a command the server refused.
  */
 import { InvalidRequestError } from '../errors.js';
+import type { LiveEventMode } from '../store/partition-writers.js';
 
 export interface CliEnvironment {
   /** `NATS_URL`: the server to use when no `--server` is given. */
@@ -16,6 +17,8 @@ export interface CliEnvironment {
   readonly natsServerBin: string | undefined;
   /** `DOCKET_FINISHED_RETENTION_MS`: how long `docket up` keeps a finished job's body in memory. */
   readonly finishedRetentionMs: number | undefined;
+  /** `DOCKET_LIVE_EVENTS`: what `docket up` publishes live when no `--live-events` is given. */
+  readonly liveEvents: string | undefined;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {
@@ -31,6 +34,7 @@ export function readEnvironment(env: NodeJS.ProcessEnv = process.env): CliEnviro
     localNatsPort: localPort === undefined ? undefined : parsePort(localPort, 'DOCKET_LOCAL_NATS_PORT'),
     natsServerBin: nonEmpty(env['NATS_SERVER_BIN']),
     finishedRetentionMs: retention === undefined ? undefined : parsePositiveInteger(retention, 'DOCKET_FINISHED_RETENTION_MS'),
+    liveEvents: nonEmpty(env['DOCKET_LIVE_EVENTS']),
   };
 }
 
@@ -46,6 +50,14 @@ export function parseLogLevel(value: string, name = '--log-level'): LogLevel {
   const level = value.trim().toLowerCase();
   if ((LOG_LEVELS as readonly string[]).includes(level)) return level as LogLevel;
   throw new InvalidRequestError(`${name} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(value)}`);
+}
+
+export const LIVE_EVENT_MODES = ['commit', 'each'] as const satisfies readonly LiveEventMode[];
+
+export function parseLiveEvents(value: string, name = '--live-events'): LiveEventMode {
+  const mode = value.trim().toLowerCase();
+  if ((LIVE_EVENT_MODES as readonly string[]).includes(mode)) return mode as LiveEventMode;
+  throw new InvalidRequestError(`${name} must be one of ${LIVE_EVENT_MODES.join(', ')}, got ${JSON.stringify(value)}`);
 }
 
 /** An integer flag. Ranges are the server's to check, so its message names the field. */

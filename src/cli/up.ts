@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import { UnavailableError, coerceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LocalNats } from './local-nats.js';
-import { parseLogLevel, parsePort, readEnvironment } from './options.js';
+import { parseLiveEvents, parseLogLevel, parsePort, readEnvironment } from './options.js';
 import { setExitCode } from './session.js';
 
 interface UpFlags {
@@ -19,6 +19,7 @@ interface UpFlags {
   readonly logLevel?: string;
   readonly localPort?: string;
   readonly nodeName?: string;
+  readonly liveEvents?: string;
   readonly json?: boolean;
 }
 
@@ -56,6 +57,7 @@ async function resolveNats(flags: UpFlags, root: Logger, log: Logger): Promise<{
 async function upAction(flags: UpFlags): Promise<void> {
   const env = readEnvironment();
   const level = parseLogLevel(flags.logLevel ?? env.logLevel ?? 'info', flags.logLevel === undefined ? 'DOCKET_LOG_LEVEL' : '--log-level');
+  const liveEvents = parseLiveEvents(flags.liveEvents ?? env.liveEvents ?? 'commit', flags.liveEvents === undefined ? 'DOCKET_LIVE_EVENTS' : '--live-events');
   const { createLogger } = await import('../logger.js');
   const root = createLogger({ level, pretty: !flags.json && process.stderr.isTTY === true });
   const log = root.child({ component: 'cli' });
@@ -87,6 +89,7 @@ async function upAction(flags: UpFlags): Promise<void> {
       dataDir: resolve(flags.dataDir),
       logger: root,
       ...(flags.nodeName === undefined ? {} : { nodeName: flags.nodeName }),
+      liveEvents,
       ...(env.finishedRetentionMs === undefined ? {} : { finishedRetentionMs: env.finishedRetentionMs }),
     });
   } catch (err) {
@@ -119,6 +122,7 @@ export function registerUp(program: Command): void {
     .option('--log-level <level>', 'trace, debug, info, warn, error (default: $DOCKET_LOG_LEVEL, else info)')
     .option('--local-port <port>', 'probe and start the local nats-server on this port instead of 4222 (or $DOCKET_LOCAL_NATS_PORT)')
     .option('--node-name <name>', "this node's name in event meta and leases (default: kept in <data-dir>/node-id, made on first start)")
+    .option('--live-events <mode>', "commit: each commit on docket.live.<partition>; each: also each event on docket.evt.<kind>.<queue>.<id> (default: $DOCKET_LIVE_EVENTS, else commit)")
     .option('--json', 'JSON log lines even on a terminal')
     .action(async (flags: UpFlags) => upAction(flags));
 }

@@ -6,7 +6,7 @@
  */
 import type { ConsumerMessages, OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { positionOf, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
+import { positionOf, type Commit, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
 import { connectNats, replyFields, requestBytes } from '../nats/connection.js';
 import type { LocalCommands } from '../commands/command-service.js';
 import { pullLimit } from '../nats/pull-limit.js';
@@ -15,7 +15,7 @@ import type { QueueShow } from '../commands/flow-queries.js';
 import type { QueueView } from '../commands/queue-commands.js';
 import type { Reserved, ReservationView } from '../commands/reservation-commands.js';
 import { decodeCommit, envelopeProblem } from '../nats/codec.js';
-import { LOG_SUBJECTS, queuePartition, STREAM, subjects } from '../nats/subjects.js';
+import { LIVE_SEQ_HEADER, LOG_SUBJECTS, queuePartition, STREAM, subjects } from '../nats/subjects.js';
 import type { FanOutView } from '../commands/jobnode-commands.js';
 import type { JobSpec } from '../commands/schemas.js';
 import type { JobSummary, toDetail } from '../commands/queries.js';
@@ -426,26 +426,25 @@ export class Client {
   }
 
   /**
-   * Live events: each event a leader commits, published on core NATS right after its commit is
-   * acknowledged (`docket.evt.job.<queue>.<id>`), with its position. Not stored: what is
-   * published while nobody listens is gone; use `events()` for a durable, gap-free read. The
-   * subscription is in place once `ready` resolves.
+   * Live events: each job event a leader commits, with its position, read from the commits the
+   * leader publishes on core NATS right after they are acknowledged (`docket.live.q.<queue>`).
+   * Not stored: what is published while nobody listens is gone; use `events()` for a durable,
+   * gap-free read. The subscription is in place once `ready` resolves.
    */
   live(options: LiveOptions = {}): LiveEvents {
-    const sub = this.nc.subscribe(options.queue === undefined ? subjects.jobs() : subjects.jobs(options.queue));
+    const sub = this.nc.subscribe(subjects.liveQueues(options.queue));
     const types = options.types === undefined ? undefined : new Set(options.types);
     options.signal?.addEventListener('abort', () => sub.unsubscribe(), { once: true });
     const ready = this.nc.flush();
     async function* read(): AsyncGenerator<LiveEvent> {
       for await (const m of sub) {
-        let value: LiveEvent;
+        let events: LiveEvent[];
         try {
-          value = m.json<LiveEvent>();
+          events = liveEventsOf(Number(m.headers?.get(LIVE_SEQ_HEADER)), decodeCommit(m.data));
         } catch {
-          continue; // not a docket event: someone else publishing on the subject
+          continue; // not a docket commit: someone else publishing on the subject
         }
-        if (types && !types.has(value.type)) continue;
-        yield value;
+        for (const event of events) if (!types || types.has(event.type)) yield event;
       }
     }
     return Object.assign(read(), { ready });
@@ -463,6 +462,19 @@ export interface LiveOptions {
   readonly types?: readonly string[];
   /** Unsubscribes (ends the iteration) when aborted. */
   readonly signal?: AbortSignal;
+}
+
+/**
+ * The job events of a live commit, each with its position; throws for a message that is not one
+ * (no sequence in its header).
+ */
+function liveEventsOf(seq: number, commit: Commit): LiveEvent[] {
+  if (!Number.isSafeInteger(seq) || seq < 1) throw new Error(`a live commit without its ${LIVE_SEQ_HEADER} header`);
+  const events: LiveEvent[] = [];
+  commit.events.forEach((event, index) => {
+    if (envelopeProblem(event) === null && event.aggregate.kind === 'job') events.push({ position: { seq, index }, ...event });
+  });
+  return events;
 }
 
 /** A live event: the committed envelope with its position in the log. */

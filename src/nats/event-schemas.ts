@@ -375,7 +375,7 @@ export const commitSchema = z
     events: z.array(eventSchema).max(POSITION_SPAN - 1).describe('The events of the partition, in order.'),
   })
   .describe(
-    'One stored message of the stream DOCKET (subject docket.log.q.<queue> or docket.log.sys): the commit of one partition. ' +
+    'One stored message of the stream DOCKET (subject docket.log.q.<queue> or docket.log.sys): the commit of one partition; also published live, as stored, on docket.live.q.<queue> or docket.live.sys with its stream sequence in the Docket-Seq header. ' +
       "Not expressed by this schema: partition is the one its subject names; prev_hash is the hash of the previous commit of the partition as stored (the hash chain `docket audit` checks); epochs never go back within a partition; the events' aggregates belong to the partition.",
   );
 
@@ -389,7 +389,7 @@ export const positionSchema = z
 export const liveEventSchema = z
   .intersection(z.looseObject({ position: positionSchema }), z.union([jobEventUnionSchema, aggregateEventUnionSchema]))
   .describe(
-    'A live event, published on core NATS (not stored) on docket.evt.<kind>.<queue>.<id> after its commit is acknowledged (docket.evt.job.<queue>.<job_id> for a job): an event with its position in front. ' +
+    'A live event, published on core NATS (not stored) by a node started with liveEvents: each, on docket.evt.<kind>.<queue>.<id> after its commit is acknowledged (docket.evt.job.<queue>.<job_id> for a job): an event with its position in front. By default a node publishes only each commit, as stored, on docket.live.q.<queue> or docket.live.sys (the commit schema), with its stream sequence in the Docket-Seq header. ' +
       'Not expressed by this schema: the subject names the event\'s queue and aggregate id. Durable, gap-free reading is the log itself.',
   );
 

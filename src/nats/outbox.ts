@@ -6,11 +6,11 @@
  * socket write costs tens of microseconds of CPU whatever its size (README "Performance"), so at
  * concurrency 1 that was a third of the node's writes per job.
  */
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../logger.js';
 
 export class Outbox {
-  private pending: { readonly subject: string; readonly payload: Uint8Array }[] = [];
+  private pending: { readonly subject: string; readonly payload: Uint8Array; readonly headers: MsgHdrs | undefined }[] = [];
   private tasks: (() => void)[] = [];
   private scheduled = false;
 
@@ -20,8 +20,8 @@ export class Outbox {
   ) {}
 
   /** Publishes at the end of this turn, in order with everything else published through this outbox. */
-  publish(subject: string, payload: Uint8Array): void {
-    this.pending.push({ subject, payload });
+  publish(subject: string, payload: Uint8Array, headers?: MsgHdrs): void {
+    this.pending.push({ subject, payload, headers });
     this.arm();
   }
 
@@ -48,9 +48,9 @@ export class Outbox {
     this.pending = [];
     this.tasks = [];
     this.scheduled = false;
-    for (const { subject, payload } of batch) {
+    for (const { subject, payload, headers } of batch) {
       try {
-        this.nc.publish(subject, payload);
+        this.nc.publish(subject, payload, headers === undefined ? undefined : { headers });
       } catch (err) {
         // The connection is closed or draining: the requester's timeout or the log tells the rest.
         this.log.warn({ err, subject, bytes: payload.length }, 'publish failed');

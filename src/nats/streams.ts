@@ -44,7 +44,7 @@ export async function ensureStream(nc: NatsConnection, options: StreamOptions = 
 
 /**
  * A DOCKET stream of another log version is refused, never adopted: v1's stream binds
- * `docket.evt.>`, where v2 publishes every live event, and would store them all.
+ * `docket.evt.>`, where v2 publishes live events (with `liveEvents: 'each'`), and would store them all.
  */
 export function assertLogV2(streamSubjects: readonly string[]): void {
   if (streamSubjects.length === 1 && streamSubjects[0] === LOG_SUBJECTS) return;

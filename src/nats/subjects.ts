@@ -7,6 +7,9 @@ export const STREAM = 'DOCKET';
 export const LOG_SUBJECTS = 'docket.log.>';
 /** The partition of aggregates that span queues (templates, schedules, groups). */
 export const SYS_PARTITION = 'sys';
+
+/** The header of a live commit (`docket.live.<partition>`) that holds its stream sequence: the first part of its events' positions. */
+export const LIVE_SEQ_HEADER = 'Docket-Seq';
 /**
  * The name the `sys` partition's leadership lease and forwarded writes go by: a queue name can
  * hold no '.', so no queue (not even one called `sys`) can take it.
@@ -54,13 +57,28 @@ export const subjects = {
     if (partition !== SYS_PARTITION) assertQueue(queueOfPartition(partition));
     return `docket.log.${partition}`;
   },
-  /** The live event subject of a job (core NATS). */
+  /**
+   * Where a partition's commits are published live (core NATS, not stored) once acknowledged:
+   * `docket.live.q.<queue>` or `docket.live.sys`, the payload as stored, its sequence in the
+   * `Docket-Seq` header.
+   */
+  live(partition: string): string {
+    if (partition !== SYS_PARTITION) assertQueue(queueOfPartition(partition));
+    return `docket.live.${partition}`;
+  },
+  /** Every queue's live commits, or one queue's. */
+  liveQueues(queue?: string): string {
+    if (queue === undefined) return 'docket.live.q.*';
+    assertQueue(queue);
+    return `docket.live.q.${queue}`;
+  },
+  /** The live event subject of a job (core NATS, with `liveEvents: 'each'`). */
   job(queue: string, jobId: string): string {
     assertQueue(queue);
     assertToken(jobId);
     return `docket.evt.job.${queue}.${jobId}`;
   },
-  /** The live event subject of any aggregate: `docket.evt.<kind>.<queue>.<id>`, or `docket.evt.<kind>.<id>` for a `sys` one. */
+  /** The live event subject of any aggregate (with `liveEvents: 'each'`): `docket.evt.<kind>.<queue>.<id>`, or `docket.evt.<kind>.<id>` for a `sys` one. */
   event(kind: string, queue: string | undefined, id: string): string {
     assertToken(id);
     if (queue === undefined) return `docket.evt.${kind}.${id}`;

@@ -36,6 +36,8 @@ export interface PartitionTip {
 export interface CommittedCommit {
   readonly seq: number;
   readonly commit: Commit;
+  /** The commit as stored. */
+  readonly payload: Uint8Array;
   /** Each event's JSON as it stands in the payload (for live events without a second stringify). */
   readonly eventJson: readonly string[];
 }
@@ -338,7 +340,7 @@ export class PartitionWriter {
     }
     const commit: Commit = { v: COMMIT_VERSION, commit: id, partition: this.partition, writer: { node, epoch }, prev_hash: this.tip.hash, events };
     this.tip = { seq, hash: commitHash(payload), epoch };
-    this.options.onCommitted({ seq, commit, eventJson });
+    this.options.onCommitted({ seq, commit, payload, eventJson });
     this.release(items);
     let index = 0;
     for (const item of items) {

@@ -25,7 +25,7 @@ interface Run {
 /** The environment a child gets: none of the developer's docket/NATS settings leak in. */
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT']) delete env[name];
+  for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT', 'DOCKET_LIVE_EVENTS']) delete env[name];
   return { ...env, ...extra };
 }
 
@@ -387,6 +387,15 @@ describe('docket up', () => {
     } finally {
       rmSync(cwd, { recursive: true, force: true });
     }
+  });
+
+  it('refuses a --live-events it does not know before it starts anything, naming the choices', async () => {
+    const refused = await docket(['up', '--live-events', 'sometimes', '--server', server.url], { env: cleanEnv() });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('invalid_request: --live-events must be one of commit, each, got "sometimes"');
+    const fromEnv = await docket(['up', '--server', server.url], { env: cleanEnv({ DOCKET_LIVE_EVENTS: 'never' }) });
+    expect(fromEnv.code).toBe(1);
+    expect(fromEnv.stderr).toContain('invalid_request: DOCKET_LIVE_EVENTS must be one of commit, each, got "never"');
   });
 
   it('uses the nats-server already listening on the local port, via DOCKET_LOCAL_NATS_PORT', async () => {

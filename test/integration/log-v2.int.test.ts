@@ -1,7 +1,7 @@
 /**
  * Log v2's contract on a real nats-server: one stored message per commit on the partition's
- * subject, the commit JSON and its headers as DESIGN specifies, the hash chain, live events on
- * core NATS, a stream that is not v2 refused at start, and a commit the stream refuses answered
+ * subject, the commit JSON and its headers as DESIGN specifies, the hash chain, live commits (and
+ * with `liveEvents: 'each'` live events) on core NATS, a stream that is not v2 refused at start, and a commit the stream refuses answered
  * `unavailable` and completed exactly once by a resend.
  */
 import { jetstreamManager, DiscardPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
@@ -10,7 +10,7 @@ import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import { commitHash, decodeCommit } from '../../src/nats/codec.js';
-import { EXPECTED_HEADER, LOG_SUBJECTS, MSG_ID_HEADER, queuePartition, STREAM, subjects } from '../../src/nats/subjects.js';
+import { EXPECTED_HEADER, LIVE_SEQ_HEADER, LOG_SUBJECTS, MSG_ID_HEADER, queuePartition, STREAM, subjects } from '../../src/nats/subjects.js';
 import { startNode, type DocketNode } from '../../src/node.js';
 import { closeTestFile, connectTestClients, countEvents, request, startTrackedNode, uniqueQueue } from '../support/docket.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
@@ -72,21 +72,49 @@ describe('commits', () => {
     expect(events).toBe(2_001);
   });
 
-  test('live events: each committed event on docket.evt.job.<queue>.<id>, with its position', async ({ task }) => {
+  test('live commits: each commit, as stored, on docket.live.q.<queue> with its sequence in Docket-Seq; no message per event by default', async ({ task }) => {
     const queue = uniqueQueue(task.name);
-    const sub = nc.subscribe(subjects.jobs(queue), { max: 2 });
+    const sub = nc.subscribe(subjects.liveQueues(queue), { max: 2 });
+    const perEvent = nc.subscribe(subjects.jobs(queue));
     await nc.flush();
     const { job_id } = await client.submit({ queue });
     await client.cancel(job_id);
     const got = [];
-    for await (const m of sub) got.push({ subject: m.subject, event: m.json<{ type: string; position: { seq: number; index: number } }>() });
-    expect(got.map((g) => [g.subject, g.event.type])).toEqual([
-      [subjects.job(queue, job_id), 'job.submitted'],
-      [subjects.job(queue, job_id), 'job.cancelled'],
-    ]);
-    const [first, second] = got.map((g) => g.event.position);
-    expect(second!.seq).toBeGreaterThan(first!.seq);
-    expect((await partitionMessages(queue)).map((m) => m.seq)).toEqual([first!.seq, second!.seq]);
+    for await (const m of sub) got.push({ subject: m.subject, seq: Number(m.headers?.get(LIVE_SEQ_HEADER)), data: m.data });
+    const stored = await partitionMessages(queue);
+    expect(got.map((g) => [g.subject, g.seq])).toEqual(stored.map((m) => [subjects.live(queuePartition(queue)), m.seq]));
+    expect(got.map((g) => Buffer.from(g.data).toString())).toEqual(stored.map((m) => Buffer.from(m.data).toString()));
+    expect(got.map((g) => decodeCommit(g.data).events.map((e) => e.type))).toEqual([['job.submitted'], ['job.cancelled']]);
+    await nc.flush();
+    perEvent.unsubscribe();
+    expect(perEvent.getProcessed()).toBe(0);
+  });
+
+  test("live events with liveEvents: 'each': each committed event on docket.evt.job.<queue>.<id> as well, with its position", async ({ task }) => {
+    const own = await startNatsServer();
+    const eachNode = await startTrackedNode(own, { nodeName: 'log-v2-each', liveEvents: 'each' });
+    const ownClients = await connectTestClients(own, 'log-v2-each-test');
+    try {
+      const queue = uniqueQueue(task.name);
+      const sub = ownClients.nc.subscribe(subjects.jobs(queue), { max: 2 });
+      const commits = ownClients.nc.subscribe(subjects.liveQueues(queue), { max: 2 });
+      await ownClients.nc.flush();
+      const { job_id } = await ownClients.client.submit({ queue });
+      await ownClients.client.cancel(job_id);
+      const got = [];
+      for await (const m of sub) got.push({ subject: m.subject, event: m.json<{ type: string; position: { seq: number; index: number } }>() });
+      expect(got.map((g) => [g.subject, g.event.type])).toEqual([
+        [subjects.job(queue, job_id), 'job.submitted'],
+        [subjects.job(queue, job_id), 'job.cancelled'],
+      ]);
+      const [first, second] = got.map((g) => g.event.position);
+      expect(second!.seq).toBeGreaterThan(first!.seq);
+      const seqs = [];
+      for await (const m of commits) seqs.push(Number(m.headers?.get(LIVE_SEQ_HEADER)));
+      expect(seqs).toEqual([first!.seq, second!.seq]);
+    } finally {
+      await closeTestFile({ client: ownClients.client, nc: ownClients.nc, nodes: [eachNode], server: own });
+    }
   });
 });
 

@@ -141,7 +141,7 @@ export interface StoredEvent {
   readonly seq: number;
   /** The event's index in its commit. */
   readonly index: number;
-  /** The live subject of its aggregate (`docket.evt.job.<queue>.<id>`). */
+  /** Its aggregate's own subject (`docket.evt.job.<queue>.<id>`, live with `liveEvents: 'each'`). */
   readonly subject: string;
   readonly jobId: string;
   /** The commit's Nats-Msg-Id (its commit id). */
