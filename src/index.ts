@@ -3,6 +3,7 @@ export { Client, EventStream, type ClientOptions, type EventsOptions, type Recor
 export { Worker, type WorkerOptions, type WorkerJob, type WorkerJobContext, type WorkerHandler } from './client/worker.js';
 export type { LocalWork } from './dispatch/work-service.js';
 export type { LocalCommands } from './commands/command-service.js';
+export type { LocalLive, LiveEvent, LiveEvents, LiveOptions } from './client/live.js';
 export { startNode, type DocketNode, type DocketOptions } from './node.js';
 export type { LiveEventMode } from './store/partition-writers.js';
 export {

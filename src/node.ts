@@ -31,6 +31,7 @@ import { nodeIdentity } from './cluster/node-identity.js';
 import { PartitionRouter } from './cluster/partition-router.js';
 import { QueueDispatcher } from './dispatch/dispatcher.js';
 import { WorkService, type LocalWork } from './dispatch/work-service.js';
+import type { LocalLive } from './client/live.js';
 import { InvalidRequestError } from './errors.js';
 import { LeaseKeeper } from './reactors/leases.js';
 import { FanOutCoordinator } from './reactors/fan-out.js';
@@ -58,6 +59,7 @@ import type { JobStore } from './store/job-store.js';
 import type { AggregateStore } from './store/aggregate-store.js';
 import { LogTail, type LogTailOptions } from './store/log-tail.js';
 import { PartitionWriters, type LiveEventMode } from './store/partition-writers.js';
+import { LocalLiveCommits } from './store/local-live.js';
 import { withinMs } from './timing.js';
 import { previewSchedule } from './schedules/preview.js';
 import { registerScheduleCommands } from './schedules/wiring.js';
@@ -134,6 +136,8 @@ export interface DocketNode {
   dispatcher(queue: string): QueueDispatcher | undefined;
   /** The worker protocol served in this process: what a `Worker` given `local: node` calls (README "Embedded workers"). */
   readonly work: LocalWork;
+  /** The commits this node writes, as they are acknowledged: what a `Client` given `local: node` reads `live()` events from. */
+  readonly live: LocalLive;
   readonly context: CommandContext;
   readonly log: Logger;
   /** Writes a checkpoint now (no-op without a dataDir). */
@@ -268,7 +272,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   // The writers of the partitions this node leads (set when a lease is taken).
   // Replies and live events leave together, one socket write per turn (src/nats/outbox.ts).
   const outbox = new Outbox(appendNc, root.child({ component: 'outbox' }));
-  const writers = new PartitionWriters({ appendNc, outbox, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), liveEvents: options.liveEvents ?? 'commit', log: root.child({ component: 'writer' }) });
+  const localLive = new LocalLiveCommits(root.child({ component: 'live' }));
+  const writers = new PartitionWriters({ appendNc, outbox, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), liveEvents: options.liveEvents ?? 'commit', localLive, log: root.child({ component: 'writer' }) });
   const readCommit = commitReader(jsm);
   const context: CommandContext = {
     store,
@@ -526,6 +531,7 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
     queueIndex,
     commands,
     work,
+    live: localLive,
     leadership,
     leases,
     jobNodes,

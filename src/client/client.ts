@@ -6,7 +6,7 @@
  */
 import type { ConsumerMessages, OrderedConsumerOptions } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { positionOf, type Commit, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
+import { positionOf, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
 import { connectNats, replyFields, requestBytes } from '../nats/connection.js';
 import type { LocalCommands } from '../commands/command-service.js';
 import { pullLimit } from '../nats/pull-limit.js';
@@ -15,7 +15,9 @@ import type { QueueShow } from '../commands/flow-queries.js';
 import type { QueueView } from '../commands/queue-commands.js';
 import type { Reserved, ReservationView } from '../commands/reservation-commands.js';
 import { decodeCommit, envelopeProblem } from '../nats/codec.js';
-import { LIVE_SEQ_HEADER, LOG_SUBJECTS, queuePartition, STREAM, subjects } from '../nats/subjects.js';
+import { LOG_SUBJECTS, queuePartition, STREAM, subjects } from '../nats/subjects.js';
+import { readLive, type LiveEvents, type LiveOptions, type LocalLive } from './live.js';
+export type { LiveEvent, LiveEvents, LiveOptions, LocalLive } from './live.js';
 import type { FanOutView } from '../commands/jobnode-commands.js';
 import type { JobSpec } from '../commands/schemas.js';
 import type { JobSummary, toDetail } from '../commands/queries.js';
@@ -46,7 +48,7 @@ export interface ClientOptions {
    * trip, and events are read on its connection (README "Embedded workers"). Takes the place of
    * `servers` and `nc`; close the client before the node.
    */
-  readonly local?: { readonly nc: NatsConnection; readonly commands: LocalCommands };
+  readonly local?: { readonly nc: NatsConnection; readonly commands: LocalCommands; readonly live?: LocalLive };
 }
 
 export type SubmitJob = JobSpec;
@@ -427,27 +429,13 @@ export class Client {
 
   /**
    * Live events: each job event a leader commits, with its position, read from the commits the
-   * leader publishes on core NATS right after they are acknowledged (`docket.live.q.<queue>`).
-   * Not stored: what is published while nobody listens is gone; use `events()` for a durable,
-   * gap-free read. The subscription is in place once `ready` resolves.
+   * leader publishes on core NATS right after they are acknowledged (`docket.live.q.<queue>`);
+   * a client given `local: node` also takes that node's commits straight from it. Not stored:
+   * what is published while nobody listens is gone; use `events()` for a durable, gap-free read.
+   * The subscription is in place once `ready` resolves.
    */
   live(options: LiveOptions = {}): LiveEvents {
-    const sub = this.nc.subscribe(subjects.liveQueues(options.queue));
-    const types = options.types === undefined ? undefined : new Set(options.types);
-    options.signal?.addEventListener('abort', () => sub.unsubscribe(), { once: true });
-    const ready = this.nc.flush();
-    async function* read(): AsyncGenerator<LiveEvent> {
-      for await (const m of sub) {
-        let events: LiveEvent[];
-        try {
-          events = liveEventsOf(Number(m.headers?.get(LIVE_SEQ_HEADER)), decodeCommit(m.data));
-        } catch {
-          continue; // not a docket commit: someone else publishing on the subject
-        }
-        for (const event of events) if (!types || types.has(event.type)) yield event;
-      }
-    }
-    return Object.assign(read(), { ready });
+    return readLive(this.nc, this.options.local?.live, options);
   }
 
   async close(): Promise<void> {
@@ -455,31 +443,5 @@ export class Client {
   }
 }
 
-export interface LiveOptions {
-  /** Only this queue's jobs. */
-  readonly queue?: string;
-  /** Only these event types. */
-  readonly types?: readonly string[];
-  /** Unsubscribes (ends the iteration) when aborted. */
-  readonly signal?: AbortSignal;
-}
-
-/**
- * The job events of a live commit, each with its position; throws for a message that is not one
- * (no sequence in its header).
- */
-function liveEventsOf(seq: number, commit: Commit): LiveEvent[] {
-  if (!Number.isSafeInteger(seq) || seq < 1) throw new Error(`a live commit without its ${LIVE_SEQ_HEADER} header`);
-  const events: LiveEvent[] = [];
-  commit.events.forEach((event, index) => {
-    if (envelopeProblem(event) === null && event.aggregate.kind === 'job') events.push({ position: { seq, index }, ...event });
-  });
-  return events;
-}
-
-/** A live event: the committed envelope with its position in the log. */
-export type LiveEvent = Envelope & { readonly position: EventPosition };
-
-export type LiveEvents = AsyncGenerator<LiveEvent> & { readonly ready: Promise<void> };
 
 export type { JobEvent };

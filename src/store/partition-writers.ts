@@ -12,6 +12,7 @@ import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { LIVE_SEQ_HEADER, partitionOfLease, subjects } from '../nats/subjects.js';
 import type { Outbox } from '../nats/outbox.js';
+import type { LocalLiveCommits } from './local-live.js';
 import type { EventStore } from './event-store.js';
 import type { EventFolder } from './kernel.js';
 import type { LogTail } from './log-tail.js';
@@ -29,6 +30,8 @@ export interface PartitionWritersOptions {
   readonly tail: LogTail;
   /** A writer found a later epoch in its partition: the node gives up the queue. */
   readonly onDeposed: (queue: string) => void;
+  /** Clients embedded in this process: they get each commit at once, beside its NATS copy. */
+  readonly localLive: LocalLiveCommits;
   /** What is published live after each commit (DocketOptions.liveEvents). */
   readonly liveEvents: LiveEventMode;
   readonly log: Logger;
@@ -116,6 +119,7 @@ export class PartitionWriters {
     const h = headers();
     h.set(LIVE_SEQ_HEADER, String(seq));
     outbox.publish(subjects.live(commit.partition), payload, h);
+    this.options.localLive.published(commit.partition, seq, payload);
     if (this.options.liveEvents !== 'each') return;
     commit.events.forEach((event, index) => {
       // The event's JSON as stored, with its position in front: no second stringify per event.

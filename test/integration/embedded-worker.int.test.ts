@@ -9,7 +9,7 @@ import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { Client } from '../../src/client/client.js';
 import { Worker } from '../../src/client/worker.js';
 import { auditMessages } from '../../src/audit/audit.js';
-import { subjects } from '../../src/nats/subjects.js';
+import { queuePartition, subjects } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
 import { readLog } from '../../src/store/read-log.js';
 import { closeTestFile, queueLog, startTwoNodes, uniqueQueue, type TwoNodes } from '../support/docket.js';
@@ -183,6 +183,39 @@ describe('a Worker embedded in a node', () => {
       expect(commandsOverNats).toBe(0);
     } finally {
       await local.close();
+    }
+  });
+
+  test('a Client given local: node reads live() events of the queue its node leads from the node itself, and of a queue the other node leads over NATS; each event once, in order', async ({ task }) => {
+    for (const side of ['leads', 'follows'] as const) {
+      const queue = uniqueQueue(`${task.name}-${side}`);
+      const [first] = await submit(queue, 1);
+      const leader = await leadNow(cluster.nc, queue, [cluster.a, cluster.b]);
+      const node = side === 'leads' ? leader : leader === cluster.a ? cluster.b : cluster.a;
+      const handed: { partition: string; seq: number }[] = [];
+      const unlisten = node.live.subscribe((partition, seq) => void (partition === queuePartition(queue) && handed.push({ partition, seq })));
+      const local = await Client.connect({ local: node });
+      const abort = new AbortController();
+      try {
+        const live = local.live({ queue, signal: abort.signal });
+        await live.ready;
+        await local.cancel(first!);
+        const [second] = await submit(queue, 1, 1);
+        await local.cancel(second!);
+        const seen = [];
+        for await (const event of live) {
+          seen.push([event.type, event.aggregate.id, event.position.seq]);
+          if (seen.length === 3) break;
+        }
+        const stored = (await queueLog(cluster.nc, queue)).slice(1);
+        expect(seen).toEqual(stored.map((e) => [e.type, e.jobId, e.seq]));
+        // The node hands over only the commits it writes, each once, when acknowledged.
+        expect(handed.map((h) => h.seq)).toEqual(side === 'leads' ? stored.map((e) => e.seq) : []);
+      } finally {
+        abort.abort();
+        unlisten();
+        await local.close();
+      }
     }
   });
 

@@ -1,0 +1,106 @@
+/**
+ * `Client.live()`'s reading of live commits: from core NATS (`docket.live.q.<queue>`), and for a
+ * client embedded in a node (`local: node`) also straight from that node as it commits, with no
+ * trip through nats-server; each commit is yielded once, whichever way came first.
+ */
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import type { Commit, Envelope } from '../../machines/index.js';
+import { decodeCommit, envelopeProblem } from '../nats/codec.js';
+import { LIVE_SEQ_HEADER, queuePartition, subjects } from '../nats/subjects.js';
+import type { EventPosition } from './client.js';
+
+/** A live commit as the leader published it: its partition, stream sequence and stored bytes. */
+export type LiveCommitListener = (partition: string, seq: number, payload: Uint8Array) => void;
+
+/** What a node in this process offers its embedded clients: its commits, as it makes them. */
+export interface LocalLive {
+  /** Calls `listener` with each commit this node writes, once acknowledged; returns the unsubscribe. */
+  subscribe(listener: LiveCommitListener): () => void;
+}
+
+/** A live event: the committed envelope with its position in the log. */
+export type LiveEvent = Envelope & { readonly position: EventPosition };
+
+export interface LiveOptions {
+  /** Only this queue's jobs. */
+  readonly queue?: string;
+  /** Only these event types. */
+  readonly types?: readonly string[];
+  /** Unsubscribes (ends the iteration) when aborted. */
+  readonly signal?: AbortSignal;
+}
+
+export type LiveEvents = AsyncGenerator<LiveEvent> & { readonly ready: Promise<void> };
+
+interface Arrived {
+  readonly partition: string;
+  readonly seq: number;
+  readonly payload: Uint8Array;
+}
+
+const LIVE_PREFIX = 'docket.live.';
+
+export function readLive(nc: NatsConnection, local: LocalLive | undefined, options: LiveOptions): LiveEvents {
+  const wanted = options.queue === undefined ? (partition: string) => partition.startsWith('q.') : ((p) => (partition: string) => partition === p)(queuePartition(options.queue));
+  const types = options.types === undefined ? undefined : new Set(options.types);
+  const arrived: Arrived[] = [];
+  let wake: (() => void) | undefined;
+  let ended = false;
+  const push = (item: Arrived): void => {
+    arrived.push(item);
+    wake?.();
+  };
+  const sub: Subscription = nc.subscribe(subjects.liveQueues(options.queue), {
+    callback: (err, m) => {
+      if (err === null) push({ partition: m.subject.slice(LIVE_PREFIX.length), seq: Number(m.headers?.get(LIVE_SEQ_HEADER)), payload: m.data });
+    },
+  });
+  const unlisten = local?.subscribe((partition, seq, payload) => {
+    if (wanted(partition)) push({ partition, seq, payload });
+  });
+  const end = (): void => {
+    ended = true;
+    sub.unsubscribe();
+    unlisten?.();
+    wake?.();
+  };
+  options.signal?.addEventListener('abort', end, { once: true });
+  void sub.closed.then(end, end);
+  async function* read(): AsyncGenerator<LiveEvent> {
+    // Per partition, the last commit yielded: its leader publishes in order, so a sequence not
+    // past it is the same commit come the other way (in process, then over NATS).
+    const last = new Map<string, number>();
+    try {
+      for (;;) {
+        const next = arrived.shift();
+        if (next === undefined) {
+          if (ended) return;
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+          continue;
+        }
+        if (!Number.isSafeInteger(next.seq) || next.seq < 1 || next.seq <= (last.get(next.partition) ?? 0)) continue;
+        let commit: Commit;
+        try {
+          commit = decodeCommit(next.payload);
+        } catch {
+          continue; // not a docket commit: someone else publishing on the subject
+        }
+        last.set(next.partition, next.seq);
+        for (const event of jobEventsOf(next.seq, commit)) if (!types || types.has(event.type)) yield event;
+      }
+    } finally {
+      end();
+    }
+  }
+  return Object.assign(read(), { ready: nc.flush() });
+}
+
+/** The job events of a commit, each with its position. */
+function jobEventsOf(seq: number, commit: Commit): LiveEvent[] {
+  const events: LiveEvent[] = [];
+  commit.events.forEach((event, index) => {
+    if (envelopeProblem(event) === null && event.aggregate.kind === 'job') events.push({ position: { seq, index }, ...event });
+  });
+  return events;
+}
