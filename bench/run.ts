@@ -13,7 +13,7 @@ import { cpus, freemem, loadavg, totalmem, release } from 'node:os';
 import { join } from 'node:path';
 import { natsServerBinary } from '../test/support/nats-server.js';
 import { benchConfig } from './lib/config.js';
-import { defaultNodeMode, REPO, type NodeMode } from './lib/docket.js';
+import { defaultNodeMode, fromBuild, REPO, type NodeMode } from './lib/docket.js';
 import type { BenchEnv } from './lib/env.js';
 import { runGroup, type Group, type GroupResult } from './lib/harness.js';
 import { profileMarkdown, summariseProfiles, type ProfileSummary } from './lib/profile.js';
@@ -117,6 +117,7 @@ function machineInfo(nodeMode: NodeMode, quick: boolean, args: { profile: boolea
     xstate: packageVersion('xstate'),
     docket_commit: commit,
     docket_node: nodeMode,
+    docket_from: fromBuild() ? 'dist' : 'src (tsx)',
     quick,
     profile: args.profile,
   };
@@ -191,7 +192,7 @@ function renderMarkdown(json: BenchJson): string {
   return [
     `# docket bench${machine['quick'] ? ' (--quick: 10x fewer jobs)' : ''}`,
     '',
-    `${String(machine['date'])} · ${String(machine['cores'])} × ${String(machine['cpu_model'])} · load ${loads(machine['load_average_start'] as number[])} → ${loads(machine['load_average_end'] as number[])} · ${String(machine['memory_gib'])} GiB · Node ${String(machine['node'])} · nats-server ${String(machine['nats_server'])} · redis-server ${String(machine['redis_server'])} · BullMQ ${String(machine['bullmq'])} · docket ${String(machine['docket_commit'])} (node: ${String(machine['docket_node'])}) · ${String(machine['seconds'])} s`,
+    `${String(machine['date'])} · ${String(machine['cores'])} × ${String(machine['cpu_model'])} · load ${loads(machine['load_average_start'] as number[])} → ${loads(machine['load_average_end'] as number[])} · ${String(machine['memory_gib'])} GiB · Node ${String(machine['node'])} · nats-server ${String(machine['nats_server'])} · redis-server ${String(machine['redis_server'])} · BullMQ ${String(machine['bullmq'])} · docket ${String(machine['docket_commit'])} (node: ${String(machine['docket_node'])}, from ${String(machine['docket_from'] ?? 'src (tsx)')}) · ${String(machine['seconds'])} s`,
     '',
     'Each figure: median of 3 runs (min–max). Ratio = docket ÷ peer (for ms and bytes, lower is better).',
     ...(provenance.length ? ['', ...provenance, "Each row's docket and peer figures were measured in the same run."] : []),
@@ -223,6 +224,13 @@ async function main(): Promise<void> {
     return;
   }
   const config = benchConfig(args.quick);
+  if (process.env['BENCH_FROM_SRC'] !== '1') {
+    // docket runs from its build, as from the package (bench/lib/docket.ts fromBuild): build it
+    // now, so the run never measures a stale dist/.
+    log('building docket (npm run build; BENCH_FROM_SRC=1 runs the sources through tsx instead)');
+    execFileSync('npm', ['run', 'build'], { cwd: REPO, stdio: ['ignore', 'ignore', 'inherit'] });
+    process.env['BENCH_FROM_BUILD'] = '1';
+  }
   const nodeMode = args.node ?? defaultNodeMode();
   const machine = machineInfo(nodeMode, args.quick, args);
   log(`docket bench${args.quick ? ' --quick' : ''}: ${machine['cores']} × ${machine['cpu_model']}, load ${(machine['load_average_start'] as number[]).join(' ')}, node ${process.version}, nats-server ${machine['nats_server']}, redis ${machine['redis_server']}, docket node: ${nodeMode}`);

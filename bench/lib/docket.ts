@@ -73,11 +73,26 @@ export interface WorkerOptions {
   readonly handler: (job: unknown, ctx: unknown) => Promise<unknown>;
 }
 
-async function load<T>(relative: string): Promise<T> {
+/**
+ * Whether docket runs from its build (`dist/`): what a user runs from the package, in plain Node.
+ * `npm run bench` builds first and sets BENCH_FROM_BUILD (`BENCH_FROM_SRC=1` runs the TypeScript
+ * through tsx instead, whose transform adds a call per named closure: about 5% of the embedded
+ * job path's CPU); the diagnostic scripts take BENCH_NODE_DIST=1 after an `npm run build`.
+ */
+export function fromBuild(): boolean {
+  return process.env['BENCH_FROM_BUILD'] === '1' || process.env['BENCH_NODE_DIST'] === '1';
+}
+
+/** The URL of one of docket's modules (`src/...js` or `machines/...js`): the build's, or the source's. */
+export function docketModuleUrl(relative: string): string {
+  return new URL(`../../${fromBuild() ? `dist/${relative}` : relative}`, import.meta.url).href;
+}
+
+export async function load<T>(relative: string): Promise<T> {
   const file = join(REPO, relative.replace(/\.js$/, '.ts'));
   if (!existsSync(file)) throw new NotAvailableError(`${relative.replace(/\.js$/, '.ts')} does not exist yet`);
   try {
-    return (await import(new URL(`../../${relative}`, import.meta.url).href)) as T;
+    return (await import(docketModuleUrl(relative))) as T;
   } catch (err: unknown) {
     throw new NotAvailableError(`${relative.replace(/\.js$/, '.ts')} failed to load: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
   }
@@ -134,8 +149,7 @@ export async function startDocketNode(url: string, dataDir: string, mode: NodeMo
   // `node --import tsx` rather than `npx tsx`: one process, so its pid is the node's (CPU, RSS).
   const profileDir = process.env['BENCH_CPU_PROF_DIR'];
   const profiling = [...(profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []), ...(process.env['BENCH_NODE_FLAGS']?.split(' ').filter(Boolean) ?? [])];
-  // BENCH_NODE_DIST=1 runs the CLI node from the build (`npm run build` first): a profile keeps the compiled lines.
-  const fromDist = mode === 'cli' && process.env['BENCH_NODE_DIST'] === '1';
+  const fromDist = mode === 'cli' && fromBuild();
   const args = fromDist ? ['dist/src/cli/main.js', ...entry.slice(1)] : ['--import', 'tsx', ...entry];
   const child = spawn(process.execPath, [...profiling, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);

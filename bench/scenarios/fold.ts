@@ -12,7 +12,8 @@
  */
 import { initialTransition, transition } from 'xstate';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { evolveJob, INITIAL_JOB_STATE, jobMachine, jobRunMachine, type JobEvent, type JobState } from '../../machines/index.js';
+import { jobMachine, jobRunMachine, type JobEvent, type JobState } from '../../machines/index.js';
+import { docketModuleUrl } from '../lib/docket.js';
 import { startNatsServer, type TestNatsServer } from '../../test/support/nats-server.js';
 import { measured, type Group, type Measurement } from '../lib/harness.js';
 import { connectBench, freshStream, leanAppend, readAll } from '../lib/jetstream.js';
@@ -28,7 +29,7 @@ type Decode = (bytes: Uint8Array) => readonly JobEvent[];
 
 async function loadDecoder(): Promise<{ decode: Decode; name: string }> {
   try {
-    const codec = (await import(new URL('../../src/nats/codec.js', import.meta.url).href)) as {
+    const codec = (await import(docketModuleUrl('src/nats/codec.js'))) as {
       decodeCommit(bytes: Uint8Array): { events: readonly unknown[] };
       envelopeProblem(value: unknown): string | null;
       isJobEvent(env: unknown): boolean;
@@ -46,12 +47,19 @@ async function loadDecoder(): Promise<{ decode: Decode; name: string }> {
   }
 }
 
+/** The fast fold, from the same build as the decoder (bench/lib/docket.ts `fromBuild`). */
+interface FoldMachines {
+  evolveJob(state: JobState, event: JobEvent): JobState | null;
+  readonly INITIAL_JOB_STATE: JobState;
+}
+
 /** Folds into a state map; throws if the machines refuse any event (the log is valid by construction). */
 class Folder {
   readonly states = new Map<string, JobState>();
   rejected = 0;
+  constructor(private readonly machines: FoldMachines) {}
   apply(jobId: string, event: JobEvent): void {
-    const next = evolveJob(this.states.get(jobId) ?? INITIAL_JOB_STATE, event);
+    const next = this.machines.evolveJob(this.states.get(jobId) ?? this.machines.INITIAL_JOB_STATE, event);
     if (next === null) this.rejected++;
     else this.states.set(jobId, next);
   }
@@ -75,6 +83,7 @@ export function foldGroup(config: BenchConfig): Group {
   let memoryLog: { ids: string[]; events: JobEvent[] } | undefined;
   let codec: { decode: Decode; name: string } | undefined;
   let commitCount = 0;
+  let machines: FoldMachines | undefined;
   const roles = (): Record<string, number> => ({ bench: process.pid, nats: server!.process.pid! });
   const rate = (seconds: number, cpu: Measurement['cpu'], extra: Record<string, unknown> = {}): Measurement => ({
     values: { rate: events / seconds },
@@ -88,6 +97,7 @@ export function foldGroup(config: BenchConfig): Group {
       server = await startNatsServer();
       nc = await connectBench(server.url, 'bench-fold');
       codec = await loadDecoder();
+      machines = (await import(docketModuleUrl('machines/index.js'))) as FoldMachines;
       await freshStream(nc, undefined, ['docket.log.>']);
       const order: [number, number][] = [];
       forEachEvent(jobs, (job, k) => order.push([job, k]));
@@ -130,7 +140,7 @@ export function foldGroup(config: BenchConfig): Group {
         return rate(m.seconds, m.cpu, { decoder: codec!.name });
       },
       async fold_jetstream() {
-        const folder = new Folder();
+        const folder = new Folder(machines!);
         const m = await measured(roles(), () =>
           readAll(nc!, PULL, (_subject, data) => {
             for (const event of codec!.decode(data)) folder.apply(event.aggregate.id, event);
@@ -141,7 +151,7 @@ export function foldGroup(config: BenchConfig): Group {
       },
       async fold_memory() {
         const { ids, events: evs } = memoryLog!;
-        const folder = new Folder();
+        const folder = new Folder(machines!);
         const m = await measured({ bench: process.pid }, async () => {
           for (let i = 0; i < evs.length; i++) folder.apply(ids[i]!, evs[i]!);
         });
