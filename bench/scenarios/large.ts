@@ -361,7 +361,7 @@ export function largeGroup(env: BenchEnv): Group {
         peer: 'bullmq.restart_ms',
         peerLabel: 'redis-server loading its AOF',
         target: { on: 'value', op: '<=', limit: 2000, text: '≤ 2 s' },
-        note: 'from spawn (node + tsx start-up included) to the node logging serving',
+        note: 'from spawn (process start-up included; tsx too with BENCH_FROM_SRC=1) to the node logging serving',
       },
       {
         scenario: 'restart.beyond_start',
@@ -383,7 +383,7 @@ export function largeGroup(env: BenchEnv): Group {
       },
       {
         scenario: 'restart.empty_log',
-        title: 'start with an empty log (process + tsx start-up baseline)',
+        title: 'start with an empty log (process start-up baseline)',
         unit: 'ms',
         better: 'lower',
         docket: 'docket.start_empty_ms',
