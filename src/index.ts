@@ -5,7 +5,7 @@ export type { LocalWork } from './dispatch/work-service.js';
 export type { LocalCommands } from './commands/command-service.js';
 export type { LocalLive, LiveEvent, LiveEvents, LiveOptions } from './client/live.js';
 export { startNode, type DocketNode, type DocketOptions } from './node.js';
-export type { LiveEventMode } from './store/partition-writers.js';
+export type { LiveEventMode } from './nats/subjects.js';
 export {
   DocketError,
   InvalidRequestError,

@@ -4,7 +4,7 @@
  * InvalidRequestError, reported exactly like a command the server refused.
  */
 import { InvalidRequestError } from '../errors.js';
-import type { LiveEventMode } from '../store/partition-writers.js';
+import { LIVE_EVENT_MODES, type LiveEventMode } from '../nats/subjects.js';
 
 export interface CliEnvironment {
   /** `NATS_URL`: the server to use when no `--server` is given. */
@@ -51,8 +51,6 @@ export function parseLogLevel(value: string, name = '--log-level'): LogLevel {
   if ((LOG_LEVELS as readonly string[]).includes(level)) return level as LogLevel;
   throw new InvalidRequestError(`${name} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(value)}`);
 }
-
-export const LIVE_EVENT_MODES = ['commit', 'each'] as const satisfies readonly LiveEventMode[];
 
 export function parseLiveEvents(value: string, name = '--live-events'): LiveEventMode {
   const mode = value.trim().toLowerCase();

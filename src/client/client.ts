@@ -205,8 +205,7 @@ export class Client {
     const data = requestBytes(this.nc, body);
     const { local } = this.options;
     const replyData = local ? await local.commands.local(verb, data, this.timeout) : (await this.nc.request(subjects.command(verb), data, { timeout: this.timeout })).data;
-    const reply = replyFields<T>(replyData);
-    return reply;
+    return replyFields<T>(replyData);
   }
 
   /**

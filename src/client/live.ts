@@ -38,7 +38,6 @@ interface Arrived {
   readonly payload: Uint8Array;
 }
 
-const LIVE_PREFIX = 'docket.live.';
 
 export function readLive(nc: NatsConnection, local: LocalLive | undefined, options: LiveOptions): LiveEvents {
   const wanted = options.queue === undefined ? (partition: string) => partition.startsWith('q.') : ((p) => (partition: string) => partition === p)(queuePartition(options.queue));
@@ -52,7 +51,7 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
   };
   const sub: Subscription = nc.subscribe(subjects.liveQueues(options.queue), {
     callback: (err, m) => {
-      if (err === null) push({ partition: m.subject.slice(LIVE_PREFIX.length), seq: Number(m.headers?.get(LIVE_SEQ_HEADER)), payload: m.data });
+      if (err === null) push({ partition: subjects.partitionOfLive(m.subject), seq: Number(m.headers?.get(LIVE_SEQ_HEADER)), payload: m.data });
     },
   });
   const unlisten = local?.subscribe((partition, seq, payload) => {

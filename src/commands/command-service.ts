@@ -4,11 +4,10 @@
  * `{ ok: false, error: { code, message, details? } }`.
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { excerpt, InvalidRequestError, UnavailableError } from '../errors.js';
-import { valueWithinMs } from '../timing.js';
+import { excerpt, InvalidRequestError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP } from '../nats/subjects.js';
-import { boundedReplyBytes, errorReply, respondSafely } from './reply.js';
+import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP, subjects } from '../nats/subjects.js';
+import { answeredInProcess, errorReply, respondSafely } from './reply.js';
 import type { Outbox } from '../nats/outbox.js';
 import { parseJson } from './validate.js';
 
@@ -54,19 +53,22 @@ export class CommandService implements LocalCommands {
 
   private async handle(msg: Msg): Promise<void> {
     const verb = msg.subject.slice(COMMAND_PREFIX.length + 1);
-    const [reply, log] = await this.answer(verb, msg.data);
-    respondSafely(this.nc, msg, reply, log, this.outbox);
+    const log = this.logFor(verb);
+    respondSafely(this.nc, msg, await this.answer(verb, msg.data, log), log, this.outbox);
   }
 
-  private async answer(verb: string, data: Uint8Array): Promise<[Record<string, unknown>, Logger]> {
+  /** The verb comes from the subject: logged and quoted only when it is one of ours. */
+  private logFor(verb: string): Logger {
+    return this.handlers.has(verb) ? this.log.child({ command: verb }) : this.log;
+  }
+
+  private async answer(verb: string, data: Uint8Array, log: Logger): Promise<Record<string, unknown>> {
     const handler = this.handlers.get(verb);
-    // The verb comes from the subject: logged and quoted only when it is one of ours.
-    const log = handler ? this.log.child({ command: verb }) : this.log;
     try {
       if (!handler) throw new InvalidRequestError(`unknown command ${excerpt(verb)}`);
-      return [{ ok: true, ...(await handler(parseJson(data))) }, log];
+      return { ok: true, ...(await handler(parseJson(data))) };
     } catch (err) {
-      return [errorReply(err, log), log];
+      return errorReply(err, log);
     }
   }
 
@@ -76,14 +78,10 @@ export class CommandService implements LocalCommands {
    * wire: the client and the store never share an object.
    */
   async local(verb: string, data: Uint8Array, timeoutMs: number): Promise<Uint8Array> {
-    if (this.stopped) return (await this.nc.request(`${COMMAND_PREFIX}.${verb}`, data, { timeout: timeoutMs })).data;
-    const answered = this.answer(verb, data);
-    // Tracked like a request from NATS: stop() waits for it to be answered.
-    const done = answered.then(() => undefined).finally(() => this.inFlight.delete(done));
-    this.inFlight.add(done);
-    // Bounded as a request over NATS is (a resend with the same command id is safe).
-    const [reply, log] = await valueWithinMs(timeoutMs, answered, () => [errorReply(new UnavailableError(`no answer within ${timeoutMs} ms; retry`), this.log), this.log]);
-    return boundedReplyBytes(this.nc, reply, log);
+    if (this.stopped) return (await this.nc.request(subjects.command(verb), data, { timeout: timeoutMs })).data;
+    const log = this.logFor(verb);
+    // A resend with the same command id after an `unavailable` is safe.
+    return answeredInProcess(this.nc, this.inFlight, this.answer(verb, data, log), timeoutMs, log);
   }
 
   /** Stops taking requests and waits for the ones in flight to be answered. */

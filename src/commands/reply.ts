@@ -8,6 +8,7 @@ import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { coerceError, DocketError, excerpt, InvalidRequestError, UnavailableError, type ErrorBody } from '../errors.js';
 import type { Outbox } from '../nats/outbox.js';
 import type { Logger } from '../logger.js';
+import { valueWithinMs } from '../timing.js';
 
 /** nats-server's default, for a connection that has no server info yet. */
 export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
@@ -92,4 +93,23 @@ export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string
       // The connection is gone; the requester's timeout tells it so.
     }
   }
+}
+
+/**
+ * The reply bytes of a request answered in this process (an embedded worker's or client's),
+ * handled as one from NATS is: tracked in `inFlight` (so stopping waits for it), answered
+ * `unavailable` if it takes longer than `timeoutMs` (the requester retries, as after a NATS
+ * timeout), and capped like a reply over NATS (`boundedReplyBytes`).
+ */
+export async function answeredInProcess(
+  nc: NatsConnection,
+  inFlight: Set<Promise<void>>,
+  answered: Promise<Record<string, unknown>>,
+  timeoutMs: number,
+  log: Logger,
+): Promise<Uint8Array> {
+  const done = answered.then(() => undefined).finally(() => inFlight.delete(done));
+  inFlight.add(done);
+  const reply = await valueWithinMs(timeoutMs, answered, () => errorReply(new UnavailableError(`no answer within ${timeoutMs} ms; retry`), log));
+  return boundedReplyBytes(nc, reply, log);
 }

@@ -7,7 +7,7 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Leadership } from '../cluster/leadership.js';
 import type { PartitionRouter } from '../cluster/partition-router.js';
-import { boundedReplyBytes, errorReply, maxPayload, respondSafely } from '../commands/reply.js';
+import { answeredInProcess, errorReply, maxPayload, respondSafely } from '../commands/reply.js';
 import type { CommandContext } from '../commands/handle-command.js';
 import { endRun } from '../commands/job-commands.js';
 import {
@@ -28,7 +28,6 @@ import type { Logger } from '../logger.js';
 import { COMMAND_QUEUE_GROUP, isQueueName, parseWorkSubject, subjects, WORK_VERBS, type WorkVerb } from '../nats/subjects.js';
 import type { LeaseKeeper } from '../reactors/leases.js';
 import { ClaimReplies } from './claim-replies.js';
-import { valueWithinMs } from '../timing.js';
 import type { QueueDispatcher } from './dispatcher.js';
 import type { Outbox } from '../nats/outbox.js';
 
@@ -297,13 +296,9 @@ export class WorkService implements LocalWork {
         return errorReply(err, this.log);
       }
     })();
-    // Tracked like a request from NATS: stop() waits for it to be answered.
-    const done = answered.then(() => undefined).finally(() => this.inFlight.delete(done));
-    this.inFlight.add(done);
-    // Bounded as a request over NATS is: the worker retries an unanswered request, and a claim
-    // sent again with its request id gets what this one claims meanwhile.
-    const reply = await valueWithinMs(timeoutMs, answered, () => errorReply(new UnavailableError(`no answer from the queue's leader within ${timeoutMs} ms; retry`), this.log));
-    return boundedReplyBytes(this.nc, reply, this.log);
+    // The worker retries an `unavailable`, and a claim sent again with its request id gets what
+    // this one claims meanwhile.
+    return answeredInProcess(this.nc, this.inFlight, answered, timeoutMs, this.log);
   }
 
   private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {

@@ -10,6 +10,16 @@ export const SYS_PARTITION = 'sys';
 
 /** The header of a live commit (`docket.live.<partition>`) that holds its stream sequence: the first part of its events' positions. */
 export const LIVE_SEQ_HEADER = 'Docket-Seq';
+
+const LIVE_PREFIX = 'docket.live.';
+
+/**
+ * `commit`: one core message per commit, on `docket.live.<partition>`. `each`: that, and each
+ * event on `docket.evt.<kind>.<queue>.<id>` too, for subscribers that pick events by subject.
+ */
+export const LIVE_EVENT_MODES = ['commit', 'each'] as const;
+export type LiveEventMode = (typeof LIVE_EVENT_MODES)[number];
+
 /**
  * The name the `sys` partition's leadership lease and forwarded writes go by: a queue name can
  * hold no '.', so no queue (not even one called `sys`) can take it.
@@ -64,13 +74,17 @@ export const subjects = {
    */
   live(partition: string): string {
     if (partition !== SYS_PARTITION) assertQueue(queueOfPartition(partition));
-    return `docket.live.${partition}`;
+    return `${LIVE_PREFIX}${partition}`;
   },
   /** Every queue's live commits, or one queue's. */
   liveQueues(queue?: string): string {
-    if (queue === undefined) return 'docket.live.q.*';
+    if (queue === undefined) return `${LIVE_PREFIX}${queuePartition('*')}`;
     assertQueue(queue);
-    return `docket.live.q.${queue}`;
+    return `${LIVE_PREFIX}${queuePartition(queue)}`;
+  },
+  /** The partition a live commit's subject names (`docket.live.q.<queue>` -> `q.<queue>`). */
+  partitionOfLive(subject: string): string {
+    return subject.slice(LIVE_PREFIX.length);
   },
   /** The live event subject of a job (core NATS, with `liveEvents: 'each'`). */
   job(queue: string, jobId: string): string {

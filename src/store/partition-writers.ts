@@ -10,7 +10,7 @@ import { headers, type NatsConnection } from '@nats-io/nats-core';
 import { positionOf } from '../../machines/index.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { LIVE_SEQ_HEADER, partitionOfLease, subjects } from '../nats/subjects.js';
+import { LIVE_SEQ_HEADER, partitionOfLease, subjects, type LiveEventMode } from '../nats/subjects.js';
 import type { Outbox } from '../nats/outbox.js';
 import type { LocalLiveCommits } from './local-live.js';
 import type { EventStore } from './event-store.js';
@@ -36,12 +36,6 @@ export interface PartitionWritersOptions {
   readonly liveEvents: LiveEventMode;
   readonly log: Logger;
 }
-
-/**
- * `commit`: one core message per commit, on `docket.live.<partition>`. `each`: that, and each
- * event on `docket.evt.<kind>.<queue>.<id>` too, for subscribers that pick events by subject.
- */
-export type LiveEventMode = 'commit' | 'each';
 
 export class PartitionWriters {
   /** Per led queue, its writer once it serves (folded to the tip, recovered). */
