@@ -238,6 +238,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       for (const record of checkpoint.aggregates) aggregates.restore(record);
       fromSeq = checkpoint.seq + 1;
       log.info({ seq: checkpoint.seq, jobs: checkpoint.records.length, cold: cold?.size ?? 0, aggregates: checkpoint.aggregates.length, ms: Date.now() - restoring }, 'checkpoint restored');
+    } else {
+      checkpoint?.cold?.close();
     }
     // Only changes by events go into the next segment; restored records are in the file already.
     store.onChange((change) => {
@@ -558,6 +560,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       await leadership.stop();
       writers.stopAll('this node is stopping');
       await checkpoint();
+      // After the last checkpoint: a whole rewrite reads the cold rows' lines from the old file.
+      store.cold?.close();
       await tail.stop();
       await events.close();
       if (ownsConnection) await Promise.all([nc.drain(), appendNc.drain()]);

@@ -17,14 +17,16 @@
  * is written either way; the tail replay from the seal's sequence skips what a newer record
  * already holds (idempotent by the record's own sequence).
  */
-import { mkdir, open, readFile, rename, rm, truncate, type FileHandle } from 'node:fs/promises';
+import { closeSync, openSync } from 'node:fs';
+import { mkdir, open, rename, rm, truncate, type FileHandle } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { dirname } from 'node:path';
 import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
 import { JobDefaults } from '../commands/limits.js';
 import { NO_EVENTS, type EvictedLine, type HistoryEntry, type JobRecord } from './job-store.js';
 import { fingerprintFromText, fingerprintOf, fingerprintToText, type Fingerprint } from './evicted-index.js';
-import { ColdJobs, type ColdColumns } from './cold-jobs.js';
+import { ColdJobs, FileBodies, type ColdColumns } from './cold-jobs.js';
+import { FileReader } from './file-reader.js';
 import type { AggregateRecord } from './aggregate-store.js';
 
 /** 8: queued jobs as a binary block of columns and record lines (cold-jobs.ts). 7: evicted jobs (compact lines; a segment's names the job whose earlier record it ends). 6: a job's depends_on after its concurrency_key. 5: a job's concurrency_key (flow control) after its run. 4: log v2, records hold event positions. */
@@ -263,7 +265,19 @@ interface ColdRow {
   readonly position: number;
   readonly submitSeq: number;
   readonly runAtMs: number;
-  readonly line: Buffer;
+  /** The record line: its bytes, or where to read them (a cold row, read when written). */
+  readonly line: Buffer | { readonly cold: ColdJobs; readonly row: number };
+}
+
+function lineLengthOf(row: ColdRow): number {
+  const { line } = row;
+  return 'row' in line ? line.cold.lineLengthAt(line.row) : line.length;
+}
+
+/** The row's line; a cold row's is valid until the next line is read. */
+function lineOf(row: ColdRow): Buffer {
+  const { line } = row;
+  return 'row' in line ? line.cold.lineAt(line.row) : line;
 }
 
 function compareColdRows(a: ColdRow, b: ColdRow): number {
@@ -294,7 +308,7 @@ class ColdRowsBuilder {
 
   addRow(cold: ColdJobs, row: number): void {
     const c = cold.columns;
-    this.rowsOf(cold.queueAt(row)).push({ fp: c.fingerprints.subarray(row * 4, row * 4 + 4), priority: c.priority[row]!, position: c.position[row]!, submitSeq: c.submitSeq[row]!, runAtMs: c.runAtMs[row]!, line: cold.lineAt(row) });
+    this.rowsOf(cold.queueAt(row)).push({ fp: c.fingerprints.subarray(row * 4, row * 4 + 4), priority: c.priority[row]!, position: c.position[row]!, submitSeq: c.submitSeq[row]!, runAtMs: c.runAtMs[row]!, line: { cold, row } });
   }
 
   /** Writes the block (nothing when there are no rows); returns its rows. */
@@ -323,53 +337,54 @@ class ColdRowsBuilder {
       position[i] = row.position;
       submitSeq[i] = row.submitSeq;
       runAtMs[i] = row.runAtMs;
-      end += row.line.length;
+      end += lineLengthOf(row);
       bodyEnds[i] = end;
     });
     const columns = [fingerprints, priority, position, submitSeq, runAtMs, bodyEnds].map((a) => Buffer.from(a.buffer, a.byteOffset, a.byteLength));
     const bytes = columns.reduce((sum, b) => sum + b.length, 0) + end;
     await file.write(`${JSON.stringify({ cold: { rows: n, queues, ranges, bytes } } satisfies ColdLine)}\n`);
     for (const column of columns) await file.write(column);
-    const BATCH = 1 << 22;
-    let batch: Buffer[] = [];
+    // Lines are copied into one reused batch as they are read: a cold row's line is read from
+    // the old file into a block the next read may reuse.
+    const batch = Buffer.allocUnsafe(1 << 22);
     let batchBytes = 0;
     for (const row of rows) {
-      batch.push(row.line);
-      batchBytes += row.line.length;
-      if (batchBytes >= BATCH) {
-        await file.write(Buffer.concat(batch, batchBytes));
-        batch = [];
+      const line = lineOf(row);
+      if (batchBytes + line.length > batch.length) {
+        await file.write(batch, 0, batchBytes);
         batchBytes = 0;
       }
+      if (line.length > batch.length) await file.write(line);
+      else batchBytes += line.copy(batch, batchBytes);
     }
-    if (batchBytes > 0) await file.write(Buffer.concat(batch, batchBytes));
+    if (batchBytes > 0) await file.write(batch, 0, batchBytes);
     await file.write('\n');
     return n;
   }
 }
 
-/** Reads a cold block (`bytes` of `data` from `start`) into columns. */
-function readColdBlock(line: ColdLine, data: Buffer, start: number): ColdColumns {
+/**
+ * Reads a cold block's columns (the reader at its start) into arrays; its record lines stay in
+ * the file (`FileBodies`), read when a job is. Null when the file ends inside the block.
+ */
+function readColdBlock(line: ColdLine, reader: FileReader, fd: number): ColdColumns | null {
   const { rows: n, queues, ranges, bytes } = line.cold;
-  let at = start;
-  // Copied into arrays of their own: typed arrays need aligned offsets, which a file's are not.
-  const take = <T>(make: (n: number) => T & { buffer: ArrayBufferLike; byteLength: number }, count: number): T => {
-    const array = make(count);
-    new Uint8Array(array.buffer).set(data.subarray(at, at + array.byteLength));
-    at += array.byteLength;
-    return array;
+  const start = reader.position;
+  // Arrays of their own, read into straight from the file: typed arrays need aligned offsets.
+  const columns = {
+    fingerprints: new Uint32Array(n * 4),
+    priority: new Float64Array(n),
+    position: new Float64Array(n),
+    submitSeq: new Float64Array(n),
+    runAtMs: new Float64Array(n),
+    bodyEnds: new Uint32Array(n),
   };
-  const fingerprints = take((k) => new Uint32Array(k), n * 4);
-  const priority = take((k) => new Float64Array(k), n);
-  const position = take((k) => new Float64Array(k), n);
-  const submitSeq = take((k) => new Float64Array(k), n);
-  const runAtMs = take((k) => new Float64Array(k), n);
-  const bodyEnds = take((k) => new Uint32Array(k), n);
-  if (at - start + (n === 0 ? 0 : bodyEnds[n - 1]!) !== bytes) throw new Error('cold block: lengths do not add up');
-  // The record lines are kept apart from the rest of the file, which need not stay in memory.
-  const lines = data.subarray(at, start + bytes);
-  const bodies = lines.length * 2 < data.length ? Buffer.from(lines) : lines;
-  return { queues, ranges, fingerprints, priority, position, submitSeq, runAtMs, bodyEnds, bodies };
+  for (const array of Object.values(columns)) if (!reader.readInto(new Uint8Array(array.buffer))) return null;
+  const linesAt = reader.position;
+  const linesBytes = start + bytes - linesAt;
+  if (linesBytes !== (n === 0 ? 0 : columns.bodyEnds[n - 1]!)) throw new Error('cold block: lengths do not add up');
+  reader.skip(linesBytes);
+  return { queues, ranges, ...columns, bodies: new FileBodies(fd, linesAt, linesBytes) };
 }
 
 /**
@@ -500,15 +515,30 @@ export class CheckpointFile {
   }
 }
 
-/** The checkpoint at `path` if it is usable for this stream and these machines; otherwise null. */
+/**
+ * The checkpoint at `path` if it is usable for this stream and these machines; otherwise null.
+ * Its cold rows' record lines are left in the file (read through a descriptor the returned
+ * `cold` holds until closed).
+ */
 export async function readCheckpoint(path: string, streamCreated: string): Promise<Checkpoint | null> {
-  let data: Buffer;
+  let fd: number;
   try {
-    // Read whole: the cold block is most of a large file, and its record lines stay in memory.
-    data = await readFile(path);
+    fd = openSync(path, 'r');
   } catch {
     return null;
   }
+  let keepOpen = false;
+  try {
+    const checkpoint = readCheckpointFrom(fd, streamCreated);
+    keepOpen = checkpoint?.cold !== undefined;
+    return checkpoint;
+  } finally {
+    if (!keepOpen) closeSync(fd);
+  }
+}
+
+function readCheckpointFrom(fd: number, streamCreated: string): Checkpoint | null {
+  const reader = new FileReader(fd);
   try {
     let header: CheckpointHeader | undefined;
     const byJob = new Map<string, JobRecord>();
@@ -529,12 +559,9 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
       const row = cold.rowOf(fingerprintOf(jobId));
       if (row >= 0) cold.leave(row);
     };
-    // Lines are split on the bytes (a newline byte never occurs inside UTF-8 text); a cold
-    // block's bytes are skipped by their length.
-    let start = 0;
-    for (let nl = data.indexOf(10, start); nl >= 0; nl = data.indexOf(10, start)) {
-      const text = data.toString('utf8', start, nl);
-      start = nl + 1;
+    // A cold block's bytes are skipped by their length; its columns are read into arrays.
+    for (let bytes = reader.nextLine(); bytes !== null; bytes = reader.nextLine()) {
+      const text = bytes.toString('utf8');
       if (text.length === 0) continue;
       if (!header) {
         header = JSON.parse(text) as CheckpointHeader;
@@ -556,9 +583,11 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
       }
       if ('cold' in parsed) {
         // Only a whole rewrite's one segment holds a block; its end must be in the file.
-        if (seq !== undefined || pendingCold !== undefined || start + parsed.cold.bytes >= data.length || data[start + parsed.cold.bytes] !== 10) return null;
-        pendingCold = new ColdJobs(readColdBlock(parsed, data, start), decodeRecord);
-        start += parsed.cold.bytes + 1;
+        if (seq !== undefined || pendingCold !== undefined || reader.position + parsed.cold.bytes >= reader.size) return null;
+        const columns = readColdBlock(parsed, reader, fd);
+        // The block ends with its newline: an empty line.
+        if (columns === null || reader.nextLine()?.length !== 0) return null;
+        pendingCold = new ColdJobs(columns, decodeRecord);
         continue;
       }
       // A seal whose count does not match its segment: a foreign or damaged file.
@@ -588,7 +617,7 @@ export async function readCheckpoint(path: string, streamCreated: string): Promi
       pending = [];
       seq = parsed.seal;
       recordsInFirst ??= recordsInFile;
-      sealedBytes = start;
+      sealedBytes = reader.position;
     }
     // What follows the last newline is a line cut short: part of a torn segment, never sealed.
     if (seq === undefined) return null;

@@ -13,6 +13,7 @@ import { CheckpointFile, checkpointRecords, readCheckpoint } from '../../src/sto
 import { JobStore, type EvictedLine, type JobRecord } from '../../src/store/job-store.js';
 import { JOB_ID, QUEUE, at, jobEvent, makeJobEventSequenceArb } from '../support/arbitraries.js';
 import { fingerprintOf } from '../../src/store/evicted-index.js';
+import { FileBodies } from '../../src/store/cold-jobs.js';
 
 const STREAM_CREATED = '2026-11-26T00:00:00.000Z';
 
@@ -171,6 +172,49 @@ describe('checkpoint file', () => {
     await appendFile(path, `${chunkLine}\n${JSON.stringify({ seal: 2, records: 2 })}\n`);
     expect(await readCheckpoint(path, STREAM_CREATED)).toBeNull();
     expect(await readCheckpoint(join(dir, 'missing.json'), STREAM_CREATED)).toBeNull();
+  });
+
+  test("cold rows' lines stay in the file: read in blocks in any order, a line longer than a block whole, and still after a whole rewrite renames a new file over it", async () => {
+    const path = join(dir, 'checkpoint.json');
+    const store = new JobStore();
+    const file = new CheckpointFile(path, STREAM_CREATED);
+    const n = 3_000;
+    for (let i = 0; i < n; i++) {
+      const jobId = `cold-${i}`;
+      // One line (job 1,500) is longer than a read block (64 KiB).
+      const params = i === 1_500 ? { big: 'x'.repeat(100_000) } : { i, image: `s3://uploads/${i}.jpg` };
+      store.apply({ seq: i + 1, queue: QUEUE, jobId, event: jobEvent('job.submitted', { job_id: jobId, key: null, params, priority: 5, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }) });
+      file.changed(jobId);
+    }
+    await file.write(n, store);
+    const read = (await readCheckpoint(path, STREAM_CREATED))!;
+    const cold = read.cold!;
+    expect(cold.size).toBe(n);
+    expect(cold.columns.bodies).toBeInstanceOf(FileBodies);
+    const rows = Array.from({ length: n }, (_, row) => row);
+    const expectRows = (order: number[]) => {
+      for (const row of order) {
+        const record = cold.recordAt(row);
+        expect(record).toEqual(store.get(record.jobId));
+        expect(cold.jobIdAt(row)).toBe(record.jobId);
+      }
+    };
+    expectRows(rows);
+    expectRows([...rows].reverse());
+    expectRows(rows.filter((row) => row % 7 === 0).concat(rows.filter((row) => row % 7 === 3)));
+
+    // A node restored from it writes a whole checkpoint again: the rows are copied from the old
+    // file (renamed over meanwhile), and the old file is still read from.
+    const restored = new JobStore();
+    restored.restoreCold(cold);
+    await new CheckpointFile(path, STREAM_CREATED).write(n, restored);
+    expectRows([...rows].reverse());
+    const again = (await readCheckpoint(path, STREAM_CREATED))!;
+    expect(checkpointRecords(again)).toEqual(checkpointRecords(read));
+    again.cold!.close();
+
+    cold.close();
+    expect(() => cold.recordAt(0)).toThrow(/closed/);
   });
 
   test('a format 7 file (lines only, no cold block) is still read; format 6 is not', async () => {
