@@ -169,7 +169,7 @@ export class Auditor {
     const previousHash = st.lastHash;
     st.lastSeq = seq;
     // The payload as stored, hashed once: the next commit's prev_hash names exactly these bytes.
-    st.lastHash = commitHash(message.data);
+    st.lastHash = message.hash ?? commitHash(message.data);
 
     const decoded = decodeStoredCommit(message);
     const partitionName = decoded.partition ?? subject;

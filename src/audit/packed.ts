@@ -5,15 +5,19 @@
  * by the reader and the unpacker. Pure.
  *
  * Layout per message, little endian: seq f64, stored time ms f64, subject length u32, header
- * block length u32 (0: none), data length u32; then the subject (UTF-8), the raw header block
- * (`NATS/1.0\r\nName: value\r\n...`) and the data.
+ * block length u32 (0: none), data length u32, the SHA-256 of the data (32 bytes); then the
+ * subject (UTF-8), the raw header block (`NATS/1.0\r\nName: value\r\n...`) and the data.
+ * The packing thread hashes the data (it has time to spare: it only reads), so the audit's
+ * thread, the one that bounds its rate, does not.
  */
+import { commitDigest } from '../nats/codec.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER } from '../nats/subjects.js';
 import type { RecordedMessage } from './types.js';
 
 const MSG_ID_NEEDLE = `\r\n${MSG_ID_HEADER}:`;
 const EXPECTED_NEEDLE = `\r\n${EXPECTED_HEADER}:`;
-const FIXED = 28;
+const DIGEST = 32;
+const FIXED = 28 + DIGEST;
 
 function valueAfter(block: string, needle: string): string | null {
   const at = block.indexOf(needle);
@@ -87,6 +91,7 @@ export class PackWriter {
     v.setUint32(o + 16, subjectBytes.byteLength, true);
     v.setUint32(o + 20, hdrLength, true);
     v.setUint32(o + 24, data.byteLength, true);
+    this.bytes.set(commitDigest(data), o + 28);
     o += FIXED;
     this.bytes.set(subjectBytes, o);
     o += subjectBytes.byteLength;
@@ -134,6 +139,7 @@ export function unpack(buffer: ArrayBuffer, onMessage: (m: RecordedMessage) => v
     const subjectLength = v.getUint32(o + 16, true);
     const hdrLength = v.getUint32(o + 20, true);
     const dataLength = v.getUint32(o + 24, true);
+    const hash = whole.toString('hex', o + 28, o + FIXED);
     o += FIXED;
     const subject = whole.toString('utf8', o, o + subjectLength);
     o += subjectLength;
@@ -141,6 +147,6 @@ export function unpack(buffer: ArrayBuffer, onMessage: (m: RecordedMessage) => v
     o += hdrLength;
     const data = bytes.subarray(o, o + dataLength);
     o += dataLength;
-    onMessage({ seq, subject, time, msgId, expectedLastSubjectSeq: expected, data });
+    onMessage({ seq, subject, time, msgId, expectedLastSubjectSeq: expected, data, hash });
   }
 }

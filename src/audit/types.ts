@@ -22,6 +22,8 @@ export interface RecordedMessage {
   readonly expectedLastSubjectSeq: number | null;
   /** The commit payload as stored: the bytes the next commit's `prev_hash` is the SHA-256 of. */
   readonly data: Uint8Array;
+  /** commitHash(data), when the reader computed it already (packed.ts); absent: the audit does. */
+  readonly hash?: string;
 }
 
 /** Where an event is: its commit's stream sequence and its index in the commit (null: the commit itself). */

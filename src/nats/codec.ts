@@ -2,7 +2,7 @@
  * Commit encoding (log v2). Commits read from NATS are checked for shape before folding: an
  * unknown event type is silently ignored by XState at run time, so the codec names it here.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { AGGREGATE_KINDS, COMMIT_VERSION, JOB_EVENT_TYPES, type Commit, type Envelope, type JobEvent } from '../../machines/index.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
@@ -23,7 +23,12 @@ export function encodeCommit(commit: Commit): Uint8Array {
 
 /** The hash a partition's next commit carries as `prev_hash`: SHA-256 of this payload as stored. */
 export function commitHash(payload: Uint8Array): string {
-  return createHash('sha256').update(payload).digest('hex');
+  return hash('sha256', payload, 'hex');
+}
+
+/** commitHash's 32 bytes (what a packed batch carries). */
+export function commitDigest(payload: Uint8Array): Buffer {
+  return hash('sha256', payload, 'buffer');
 }
 
 export class UndecodableEventError extends Error {

@@ -6,6 +6,7 @@
 import { describe, expect, test } from 'vitest';
 import { auditMessages, type RecordedMessage } from '../../src/audit/index.js';
 import { PackWriter, parseDocketHeaders, unpack } from '../../src/audit/packed.js';
+import { commitHash } from '../../src/nats/codec.js';
 import { startPackedAudit } from '../../src/audit/threaded.js';
 import { History, playSteps, STEP_OPS, toRecorded } from '../support/audit-log.js';
 
@@ -39,7 +40,8 @@ describe('packed batches', () => {
     const { out, buffers } = roundTrip(messages, 64 * 1024);
     expect(buffers).toBeGreaterThanOrEqual(2);
     expect(out.find((m) => m.msgId === 'ü-id')).toBeDefined();
-    expect(out).toEqual(messages.map((m) => ({ ...m, data: new Uint8Array(m.data) })));
+    // Each carries the SHA-256 of its data, computed by the packing thread.
+    expect(out).toEqual(messages.map((m) => ({ ...m, data: new Uint8Array(m.data), hash: commitHash(m.data) })));
   });
 
   test('headers are read from the raw block as stored', () => {
