@@ -81,6 +81,28 @@ export const EMPTY_JOB: JobContext = {
   depends_on: null,
 };
 
+/** A job's context as it ends: as it was, with its end. One literal of every field (EMPTY_JOB's order), as runAfterStart in job-run.machine.ts. */
+function jobEnded(c: JobContext, finished_at: string | null, end_reason: string | null): JobContext {
+  return {
+    job_id: c.job_id,
+    queue: c.queue,
+    key: c.key,
+    params: c.params,
+    priority: c.priority,
+    position: c.position,
+    run_at: c.run_at,
+    max_attempts: c.max_attempts,
+    backoff: c.backoff,
+    attempt: c.attempt,
+    retry_of: c.retry_of,
+    created_at: c.created_at,
+    finished_at,
+    end_reason,
+    concurrency_key: c.concurrency_key,
+    depends_on: c.depends_on,
+  };
+}
+
 /** The context effect of every accepted job event: written once, used by the machine and the fast fold. */
 export function applyJobEvent(context: JobContext, event: JobEvent): JobContext {
   switch (event.type) {
@@ -108,18 +130,16 @@ export function applyJobEvent(context: JobContext, event: JobEvent): JobContext 
     case 'job.moved':
       return { ...context, priority: event.data.priority, position: event.data.position, ...(event.data.run_at === undefined ? {} : { run_at: event.data.run_at }) };
     case 'job.succeeded':
-      return { ...context, finished_at: event.time };
+      return jobEnded(context, event.time, context.end_reason);
     case 'job.failed':
-      return { ...context, finished_at: event.time, end_reason: event.data.reason };
     case 'job.cancelled':
     case 'job.ignored':
-      return { ...context, finished_at: event.time, end_reason: event.data.reason };
     case 'job.skipped':
-      return { ...context, finished_at: event.time, end_reason: event.data.reason };
+      return jobEnded(context, event.time, event.data.reason);
     case 'job.removed':
       // The job's own ending (time, reason) is kept; a job removed before it ended ends here.
       // Why it was removed is the event's (the history and the log say it).
-      return context.finished_at === null ? { ...context, finished_at: event.time } : context;
+      return context.finished_at === null ? jobEnded(context, event.time, context.end_reason) : context;
     case 'job.released':
     case 'job.claimed':
     case 'job.artifact_added':
