@@ -7,7 +7,7 @@ import { pino, type Logger, type LoggerOptions } from 'pino';
 export type { Logger };
 
 export type LogBindings = Partial<
-  Record<'component' | 'queue' | 'jobId' | 'runId' | 'commandId' | 'seq' | 'workerId' | 'node', string | number>
+  Record<'component' | 'queue' | 'jobId' | 'runId' | 'command' | 'commandId' | 'seq' | 'workerId' | 'node', string | number>
 >;
 
 export interface LoggerConfig {
@@ -30,3 +30,12 @@ export function createLogger(config: LoggerConfig = {}): Logger {
 
 /** A logger that writes nothing: the default for library use when none is given. */
 export const silentLogger: Logger = pino({ level: 'silent' });
+
+/**
+ * A child logger with these bindings, or the logger itself when it writes nothing: a child of a
+ * silent logger is an allocation for nothing, and a Worker makes one per job (with no logger
+ * given, ~430 bytes a job that lived long enough to reach V8's old space at concurrency 100).
+ */
+export function childLogger(log: Logger, bindings: LogBindings): Logger {
+  return log.isLevelEnabled('fatal') ? log.child(bindings) : log;
+}

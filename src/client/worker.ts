@@ -12,7 +12,7 @@ import type { ClaimedFanOut, ClaimedJob } from '../commands/schemas.js';
 import { coerceError, DocketError, InvalidRequestError, NonRetryableJobError } from '../errors.js';
 import { JobDefaults, Limits } from '../commands/limits.js';
 import { randomIds } from '../ids.js';
-import { silentLogger, type Logger } from '../logger.js';
+import { childLogger, silentLogger, type Logger } from '../logger.js';
 import { CompletionBatcher, type CompletionVerb } from './completions.js';
 import { connectNats, replyFields, requestBytes } from '../nats/connection.js';
 import { isQueueName, NODE_NAME, subjects, type WorkVerb } from '../nats/subjects.js';
@@ -367,7 +367,7 @@ export class Worker {
       },
     };
     this.active.set(job.run_id, entry);
-    const log = this.log.child({ jobId: job.job_id, runId: job.run_id });
+    const log = childLogger(this.log, { jobId: job.job_id, runId: job.run_id });
     const startedAt = Date.now();
     log.info({ attempt: job.attempt }, 'claimed');
     const ctx: WorkerJobContext = {

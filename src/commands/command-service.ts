@@ -5,7 +5,7 @@
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { excerpt, InvalidRequestError } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { childLogger, type Logger } from '../logger.js';
 import { COMMAND_PREFIX, COMMAND_QUEUE_GROUP, subjects } from '../nats/subjects.js';
 import { answeredInProcess, errorReply, respondSafely } from './reply.js';
 import type { Outbox } from '../nats/outbox.js';
@@ -59,7 +59,7 @@ export class CommandService implements LocalCommands {
 
   /** The verb comes from the subject: logged and quoted only when it is one of ours. */
   private logFor(verb: string): Logger {
-    return this.handlers.has(verb) ? this.log.child({ command: verb }) : this.log;
+    return this.handlers.has(verb) ? childLogger(this.log, { command: verb }) : this.log;
   }
 
   private async answer(verb: string, data: Uint8Array, log: Logger): Promise<Record<string, unknown>> {

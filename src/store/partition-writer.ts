@@ -52,7 +52,8 @@ interface Item {
 
 interface Busy {
   count: number;
-  readonly waiters: (() => void)[];
+  /** Made by the first `settled` call: most busy aggregates are never waited for. */
+  waiters: (() => void)[] | undefined;
 }
 
 /** Jobs by id (their ids never contain '/'), other kinds by kind and id. */
@@ -189,7 +190,7 @@ export class PartitionWriter {
   settled(aggregateId: string, kind: AggregateKind = 'job'): Promise<void> {
     const busy = this.busy.get(busyKey(kind, aggregateId));
     if (!busy) return Promise.resolve();
-    return new Promise((resolve) => busy.waiters.push(resolve));
+    return new Promise((resolve) => (busy.waiters ??= []).push(resolve));
   }
 
   /**
@@ -257,7 +258,7 @@ export class PartitionWriter {
   private markBusy(id: string): void {
     const busy = this.busy.get(id);
     if (busy) busy.count += 1;
-    else this.busy.set(id, { count: 1, waiters: [] });
+    else this.busy.set(id, { count: 1, waiters: undefined });
   }
 
   private release(items: readonly Item[]): void {
@@ -269,7 +270,7 @@ export class PartitionWriter {
         busy.count -= 1;
         if (busy.count > 0) continue;
         this.busy.delete(id);
-        for (const wake of busy.waiters) wake();
+        if (busy.waiters !== undefined) for (const wake of busy.waiters) wake();
       }
     }
   }
