@@ -30,30 +30,31 @@ export interface RunContext {
   readonly artifacts: readonly Artifact[];
 }
 
-export const EMPTY_RUN: RunContext = {
-  run_id: null,
-  worker: null,
-  host: null,
-  pid: null,
-  version: null,
-  user: null,
-  connection_id: null,
-  lease_ms: null,
-  started_at: null,
-  finished_at: null,
-  result: null,
-  error: null,
-  failure_reason: null,
-  exit_code: null,
-  duration_ms: null,
-  artifacts: [],
-};
+/** Shared by every run without artifacts (most), as a context field is never mutated. */
+const NO_ARTIFACTS: readonly Artifact[] = [];
 
 /**
- * A run's context after its start: the start as it was, the rest as given. Every field in one
- * literal (EMPTY_RUN's order): with spreads and overrides, this function was 7.1% of the CPU
- * samples of a decode + fold of 1,000,000 events (now under 1%).
+ * A run's context as it starts. Every field in one literal, here and in runAfterStart: with
+ * spreads and overrides, applyRunEvent was 7.1% of the CPU samples of a decode + fold of
+ * 1,000,000 events (now under 1%).
  */
+function runStarted(
+  run_id: string | null,
+  worker: string | null,
+  host: string | null,
+  pid: number | null,
+  version: string | null,
+  user: string | null,
+  connection_id: number | null,
+  lease_ms: number | null,
+  started_at: string | null,
+): RunContext {
+  return { run_id, worker, host, pid, version, user, connection_id, lease_ms, started_at, finished_at: null, result: null, error: null, failure_reason: null, exit_code: null, duration_ms: null, artifacts: NO_ARTIFACTS };
+}
+
+export const EMPTY_RUN: RunContext = runStarted(null, null, null, null, null, null, null, null, null);
+
+/** A run's context after its start: the start as it was, the rest as given (one literal, as runStarted). */
 function runAfterStart(
   c: RunContext,
   finished_at: string | null,
@@ -89,24 +90,7 @@ export function applyRunEvent(context: RunContext, event: JobEvent): RunContext 
   switch (event.type) {
     case 'job.claimed': {
       const d = event.data;
-      return {
-        run_id: d.run_id,
-        worker: d.worker,
-        host: d.host,
-        pid: d.pid,
-        version: d.version,
-        user: d.user ?? null,
-        connection_id: d.connection_id ?? null,
-        lease_ms: d.lease_ms,
-        started_at: event.time,
-        finished_at: null,
-        result: null,
-        error: null,
-        failure_reason: null,
-        exit_code: null,
-        duration_ms: null,
-        artifacts: EMPTY_RUN.artifacts,
-      };
+      return runStarted(d.run_id, d.worker, d.host, d.pid, d.version, d.user ?? null, d.connection_id ?? null, d.lease_ms, event.time);
     }
     case 'job.succeeded': {
       const d = event.data;
