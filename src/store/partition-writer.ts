@@ -38,13 +38,23 @@ export interface CommittedCommit {
   readonly commit: Commit;
   /** The commit as stored. */
   readonly payload: Uint8Array;
-  /** Each event's JSON as it stands in the payload (for live events without a second stringify). */
-  readonly eventJson: readonly string[];
+  /** Where each event's JSON starts in the payload (it ends where the next one's comma is, or the events' list ends): live events per event without a second stringify. */
+  readonly eventStarts: Uint32Array;
+  /** Each event's JSON length in bytes. */
+  readonly eventSizes: readonly number[];
 }
 
 interface Item {
   readonly events: readonly Envelope[];
-  readonly json: readonly string[];
+  /**
+   * The events' JSON, joined by commas, as bytes: held off V8's heap while the item waits for
+   * its commit. Held as strings, the JSON outlived the young generation in a bulk submit and was
+   * half of what reached the old space as garbage (94 of 200 MB for 200,000 jobs).
+   */
+  readonly json: Buffer;
+  /** Each event's JSON length in bytes. */
+  readonly sizes: readonly number[];
+  /** The bytes it adds to a commit (each event with a comma). */
   readonly bytes: number;
   readonly resolve: (positions: Position[]) => void;
   readonly reject: (err: Error) => void;
@@ -94,10 +104,14 @@ function epochOf(payload: Uint8Array): number {
   }
 }
 
-/** An event's bytes in a commit (with its comma): bytes, not string length, so a commit fits the max payload whatever the params hold. */
-function bytesOf(json: string): number {
-  return Buffer.byteLength(json) + 1;
+/** Events' JSON joined by commas, as bytes, with each one's length: bytes, not string length, so a commit fits the max payload whatever the params hold. */
+function encodeEvents(json: readonly string[]): { json: Buffer; sizes: number[]; bytes: number } {
+  const sizes = json.map((j) => Buffer.byteLength(j));
+  return { json: Buffer.from(json.join(',')), sizes, bytes: sizes.reduce((sum, size) => sum + size + 1, 0) };
 }
+
+const EVENTS_END = Buffer.from(']}');
+const COMMA = Buffer.from(',');
 
 export class PartitionWriter {
   readonly partition: string;
@@ -200,12 +214,11 @@ export class PartitionWriter {
    */
   append(events: readonly Envelope[]): Promise<Position[]> {
     if (this.closedWith) return Promise.reject(this.closedWith);
-    const json = events.map((event) => JSON.stringify(event));
-    const bytes = json.reduce((sum, j) => sum + bytesOf(j), 0);
-    if (bytes > COMMIT_LIMITS.maxBytes - 1024 || events.length > COMMIT_LIMITS.maxEvents) {
-      return Promise.reject(new InvalidRequestError(`events of ${bytes} bytes do not fit in one commit (limit ${COMMIT_LIMITS.maxBytes})`));
+    const encoded = encodeEvents(events.map((event) => JSON.stringify(event)));
+    if (encoded.bytes > COMMIT_LIMITS.maxBytes - 1024 || events.length > COMMIT_LIMITS.maxEvents) {
+      return Promise.reject(new InvalidRequestError(`events of ${encoded.bytes} bytes do not fit in one commit (limit ${COMMIT_LIMITS.maxBytes})`));
     }
-    return this.enqueue(events, json, bytes);
+    return this.enqueue(events, encoded);
   }
 
   /**
@@ -215,8 +228,21 @@ export class PartitionWriter {
    */
   async appendEach(events: readonly Envelope[]): Promise<(Position | Error)[]> {
     if (this.closedWith) return events.map(() => this.closedWith!);
+    const groups = this.enqueueGroups(events);
+    const settled = await Promise.allSettled(groups.map((group) => group.done));
+    return settled.flatMap((outcome, g): (Position | Error)[] =>
+      outcome.status === 'fulfilled' ? outcome.value : new Array<Error>(groups[g]!.count).fill(outcome.reason instanceof Error ? outcome.reason : new UnavailableError(String(outcome.reason))),
+    );
+  }
+
+  /**
+   * appendEach's grouping, apart from its await: the events' JSON strings are not kept in the
+   * waiting function's frame (they would outlive the young generation), only their bytes.
+   */
+  private enqueueGroups(events: readonly Envelope[]): { readonly count: number; readonly done: Promise<Position[]> }[] {
     const json = events.map((event) => JSON.stringify(event));
-    const sizes = json.map(bytesOf);
+    // With its comma.
+    const sizes = json.map((j) => Buffer.byteLength(j) + 1);
     // Checked before anything is queued: nothing of a refused call is committed.
     const tooBig = sizes.find((size) => size > COMMIT_LIMITS.maxBytes - 1024);
     if (tooBig !== undefined) throw new InvalidRequestError(`an event of ${tooBig} bytes does not fit in a commit (limit ${COMMIT_LIMITS.maxBytes})`);
@@ -226,22 +252,20 @@ export class PartitionWriter {
     for (let i = 0; i <= events.length; i++) {
       const full = i === events.length || (i > start && (bytes + sizes[i]! > COMMIT_LIMITS.maxBytes - 1024 || i - start >= COMMIT_LIMITS.maxEvents));
       if (full && i > start) {
-        groups.push({ count: i - start, done: this.enqueue(events.slice(start, i), json.slice(start, i), bytes) });
+        groups.push({ count: i - start, done: this.enqueue(events.slice(start, i), encodeEvents(json.slice(start, i))) });
         start = i;
         bytes = 0;
       }
       if (i < events.length) bytes += sizes[i]!;
     }
-    const settled = await Promise.allSettled(groups.map((group) => group.done));
-    return settled.flatMap((outcome, g): (Position | Error)[] =>
-      outcome.status === 'fulfilled' ? outcome.value : new Array<Error>(groups[g]!.count).fill(outcome.reason instanceof Error ? outcome.reason : new UnavailableError(String(outcome.reason))),
-    );
+    return groups;
   }
 
-  private enqueue(events: readonly Envelope[], json: readonly string[], bytes: number): Promise<Position[]> {
+
+  private enqueue(events: readonly Envelope[], { json, sizes, bytes }: { json: Buffer; sizes: readonly number[]; bytes: number }): Promise<Position[]> {
     for (const event of events) this.markBusy(busyKey(event.aggregate.kind, event.aggregate.id));
     return new Promise<Position[]>((resolve, reject) => {
-      this.queued.push({ events, json, bytes, resolve, reject });
+      this.queued.push({ events, json, sizes, bytes, resolve, reject });
       this.scheduleFlush();
     });
   }
@@ -329,10 +353,28 @@ export class PartitionWriter {
     // is unique per lease taken, and the partition and node make a foreign epoch harmless.
     const id = `${this.partition}.${node}.${epoch}.${++this.counter}`;
     const events = items.flatMap((item) => item.events);
-    const eventJson = items.flatMap((item) => item.json);
-    // The events are stringified once, when they joined; the commit is assembled around them.
+    // The events were encoded once, when they joined; the commit is assembled around them.
     const head = JSON.stringify({ v: COMMIT_VERSION, commit: id, partition: this.partition, writer: { node, epoch }, prev_hash: this.tip.hash });
-    const payload = Buffer.from(`${head.slice(0, -1)},"events":[${eventJson.join(',')}]}`);
+    const parts: Buffer[] = [Buffer.from(`${head.slice(0, -1)},"events":[`)];
+    const eventSizes = items.flatMap((item) => item.sizes);
+    const eventStarts = new Uint32Array(eventSizes.length);
+    let at = parts[0]!.length;
+    let index = 0;
+    for (const item of items) {
+      if (item.sizes.length === 0) continue;
+      if (parts.length > 1) {
+        parts.push(COMMA);
+        at += 1;
+      }
+      parts.push(item.json);
+      for (const size of item.sizes) {
+        eventStarts[index++] = at;
+        at += size + 1;
+      }
+      at -= 1;
+    }
+    parts.push(EVENTS_END);
+    const payload = Buffer.concat(parts);
     let seq: number;
     try {
       ({ seq } = await this.store.append({ subject: this.subject, payload, msgId: id, expectedSeq: this.tip.seq }));
@@ -341,11 +383,11 @@ export class PartitionWriter {
     }
     const commit: Commit = { v: COMMIT_VERSION, commit: id, partition: this.partition, writer: { node, epoch }, prev_hash: this.tip.hash, events };
     this.tip = { seq, hash: commitHash(payload), epoch };
-    this.options.onCommitted({ seq, commit, payload, eventJson });
+    this.options.onCommitted({ seq, commit, payload, eventStarts, eventSizes });
     this.release(items);
-    let index = 0;
+    let position = 0;
     for (const item of items) {
-      const positions = item.events.map(() => positionOf(seq, index++));
+      const positions = item.events.map(() => positionOf(seq, position++));
       item.resolve(positions);
     }
   }

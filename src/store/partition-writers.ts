@@ -104,7 +104,7 @@ export class PartitionWriters {
     });
   }
 
-  private committed({ seq, commit, payload, eventJson }: CommittedCommit): void {
+  private committed({ seq, commit, payload, eventStarts, eventSizes }: CommittedCommit): void {
     const { kernel, tail, outbox } = this.options;
     commit.events.forEach((event, index) => kernel.applyEvent(positionOf(seq, index), event));
     tail.appended(seq);
@@ -116,8 +116,10 @@ export class PartitionWriters {
     this.options.localLive.published(commit.partition, seq, payload);
     if (this.options.liveEvents !== 'each') return;
     commit.events.forEach((event, index) => {
-      // The event's JSON as stored, with its position in front: no second stringify per event.
-      outbox.publish(subjects.event(event.aggregate.kind, event.queue, event.aggregate.id), Buffer.from(`{"position":{"seq":${seq},"index":${index}},${eventJson[index]!.slice(1)}`));
+      // The event's JSON as stored (without its opening brace), with its position in front: no second stringify per event.
+      const start = eventStarts[index]!;
+      const json = payload.subarray(start + 1, start + eventSizes[index]!);
+      outbox.publish(subjects.event(event.aggregate.kind, event.queue, event.aggregate.id), Buffer.concat([Buffer.from(`{"position":{"seq":${seq},"index":${index}},`), json]));
     });
   }
 }
