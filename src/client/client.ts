@@ -442,5 +442,4 @@ export class Client {
   }
 }
 
-
 export type { JobEvent };

@@ -5,7 +5,7 @@
  */
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Commit, Envelope } from '../../machines/index.js';
-import { decodeCommit, envelopeProblem } from '../nats/codec.js';
+import { decodeCommit, envelopeProblem, isJobEvent } from '../nats/codec.js';
 import { LIVE_SEQ_HEADER, queuePartition, subjects } from '../nats/subjects.js';
 import type { EventPosition } from './client.js';
 
@@ -37,7 +37,6 @@ interface Arrived {
   readonly seq: number;
   readonly payload: Uint8Array;
 }
-
 
 export function readLive(nc: NatsConnection, local: LocalLive | undefined, options: LiveOptions): LiveEvents {
   const wanted = options.queue === undefined ? (partition: string) => partition.startsWith('q.') : ((p) => (partition: string) => partition === p)(queuePartition(options.queue));
@@ -99,7 +98,7 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
 function jobEventsOf(seq: number, commit: Commit): LiveEvent[] {
   const events: LiveEvent[] = [];
   commit.events.forEach((event, index) => {
-    if (envelopeProblem(event) === null && event.aggregate.kind === 'job') events.push({ position: { seq, index }, ...event });
+    if (envelopeProblem(event) === null && isJobEvent(event)) events.push({ position: { seq, index }, ...event });
   });
   return events;
 }

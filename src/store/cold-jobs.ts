@@ -1,9 +1,9 @@
 /**
  * Cold jobs: queued jobs restored from a checkpoint and not yet touched, held as the checkpoint
  * stored them (one JSON record line each, left in the file and read when needed) plus a few
- * columns in memory, instead of as objects. Restoring a million jobs as objects (parse, a Map entry each, the queue-order heap)
- * took ~3.5 s and most of it was garbage collection; this restore is a file read and a table
- * build. A cold job becomes an object (is materialised) the first time anything reads it: a
+ * columns in memory, instead of as objects. Restoring a million jobs as objects (parse, a Map
+ * entry each, the queue-order heap) took ~3.5 s and most of it was garbage collection; this
+ * restore is a read of the columns and a table build. A cold job becomes an object (is materialised) the first time anything reads it: a
  * claim, a `get`, a command on it. Until then the projections know it from the columns: its
  * queue and status (progress), its order key (queue order), its submit sequence (list).
  *
@@ -32,15 +32,6 @@ export interface ColdBodies {
   close(): void;
 }
 
-/** Lines held in memory (a checkpoint read whole, or tests). */
-export class BufferBodies implements ColdBodies {
-  constructor(private readonly bytes: Buffer) {}
-  read(start: number, end: number): Buffer {
-    return this.bytes.subarray(start, end);
-  }
-  close(): void {}
-}
-
 /** Bytes read at a time: a block holds a few hundred lines, read in queue order by claims. */
 const BLOCK_BYTES = 64 * 1024;
 /** Blocks kept: reads that walk several stretches at once (a list by submit order across priorities) each keep theirs. */
@@ -53,9 +44,9 @@ const BLOCKS = 8;
  */
 export class FileBodies implements ColdBodies {
   private fd: number | undefined;
-  private readonly blocks: { start: number; bytes: Buffer; used: number }[] = [];
+  /** Each holds bytes [start, start + used) of the lines; the least recently used is read over. */
+  private readonly blocks: { start: number; bytes: Buffer; used: number; lastUse: number }[] = [];
   private tick = 0;
-  private readonly lastUse: number[] = [];
 
   constructor(
     fd: number,
@@ -69,18 +60,15 @@ export class FileBodies implements ColdBodies {
 
   read(start: number, end: number): Buffer {
     const tick = ++this.tick;
-    for (let i = 0; i < this.blocks.length; i++) {
-      const block = this.blocks[i]!;
+    for (const block of this.blocks) {
       if (start >= block.start && end <= block.start + block.used) {
-        this.lastUse[i] = tick;
+        block.lastUse = tick;
         return block.bytes.subarray(start - block.start, end - block.start);
       }
     }
     if (this.fd === undefined) throw new Error('cold job lines read after the checkpoint file was closed');
-    let i = this.blocks.length;
-    if (i < BLOCKS) this.blocks.push({ start: 0, bytes: Buffer.allocUnsafe(BLOCK_BYTES), used: 0 });
-    else i = this.lastUse.indexOf(Math.min(...this.lastUse));
-    const block = this.blocks[i]!;
+    let block = this.blocks.length < BLOCKS ? undefined : this.blocks.reduce((a, b) => (b.lastUse < a.lastUse ? b : a));
+    if (block === undefined) this.blocks.push((block = { start: 0, bytes: Buffer.allocUnsafe(BLOCK_BYTES), used: 0, lastUse: 0 }));
     const want = Math.min(Math.max(BLOCK_BYTES, end - start), this.length - start);
     if (block.bytes.length < want) block.bytes = Buffer.allocUnsafe(want);
     block.start = start;
@@ -90,7 +78,7 @@ export class FileBodies implements ColdBodies {
       if (n === 0) throw new Error(`checkpoint file ended inside its cold block (at ${this.offset + start + block.used})`);
       block.used += n;
     }
-    this.lastUse[i] = tick;
+    block.lastUse = tick;
     return block.bytes.subarray(0, end - start);
   }
 

@@ -104,9 +104,13 @@ function epochOf(payload: Uint8Array): number {
   }
 }
 
-/** Events' JSON joined by commas, as bytes, with each one's length: bytes, not string length, so a commit fits the max payload whatever the params hold. */
-function encodeEvents(json: readonly string[]): { json: Buffer; sizes: number[]; bytes: number } {
-  const sizes = json.map((j) => Buffer.byteLength(j));
+/** Each event's JSON length in bytes, not characters: a commit fits the max payload whatever the params hold. */
+function byteLengths(json: readonly string[]): number[] {
+  return json.map((j) => Buffer.byteLength(j));
+}
+
+/** Events' JSON (with their byte lengths) as an item holds it: joined by commas, as bytes. */
+function encodeEvents(json: readonly string[], sizes: readonly number[]): { json: Buffer; sizes: readonly number[]; bytes: number } {
   return { json: Buffer.from(json.join(',')), sizes, bytes: sizes.reduce((sum, size) => sum + size + 1, 0) };
 }
 
@@ -214,7 +218,8 @@ export class PartitionWriter {
    */
   append(events: readonly Envelope[]): Promise<Position[]> {
     if (this.closedWith) return Promise.reject(this.closedWith);
-    const encoded = encodeEvents(events.map((event) => JSON.stringify(event)));
+    const json = events.map((event) => JSON.stringify(event));
+    const encoded = encodeEvents(json, byteLengths(json));
     if (encoded.bytes > COMMIT_LIMITS.maxBytes - 1024 || events.length > COMMIT_LIMITS.maxEvents) {
       return Promise.reject(new InvalidRequestError(`events of ${encoded.bytes} bytes do not fit in one commit (limit ${COMMIT_LIMITS.maxBytes})`));
     }
@@ -241,22 +246,21 @@ export class PartitionWriter {
    */
   private enqueueGroups(events: readonly Envelope[]): { readonly count: number; readonly done: Promise<Position[]> }[] {
     const json = events.map((event) => JSON.stringify(event));
-    // With its comma.
-    const sizes = json.map((j) => Buffer.byteLength(j) + 1);
-    // Checked before anything is queued: nothing of a refused call is committed.
-    const tooBig = sizes.find((size) => size > COMMIT_LIMITS.maxBytes - 1024);
-    if (tooBig !== undefined) throw new InvalidRequestError(`an event of ${tooBig} bytes does not fit in a commit (limit ${COMMIT_LIMITS.maxBytes})`);
+    const sizes = byteLengths(json);
+    // Checked before anything is queued (each event with its comma): nothing of a refused call is committed.
+    const tooBig = sizes.find((size) => size + 1 > COMMIT_LIMITS.maxBytes - 1024);
+    if (tooBig !== undefined) throw new InvalidRequestError(`an event of ${tooBig + 1} bytes does not fit in a commit (limit ${COMMIT_LIMITS.maxBytes})`);
     const groups: { readonly count: number; readonly done: Promise<Position[]> }[] = [];
     let start = 0;
     let bytes = 0;
     for (let i = 0; i <= events.length; i++) {
-      const full = i === events.length || (i > start && (bytes + sizes[i]! > COMMIT_LIMITS.maxBytes - 1024 || i - start >= COMMIT_LIMITS.maxEvents));
+      const full = i === events.length || (i > start && (bytes + sizes[i]! + 1 > COMMIT_LIMITS.maxBytes - 1024 || i - start >= COMMIT_LIMITS.maxEvents));
       if (full && i > start) {
-        groups.push({ count: i - start, done: this.enqueue(events.slice(start, i), encodeEvents(json.slice(start, i))) });
+        groups.push({ count: i - start, done: this.enqueue(events.slice(start, i), encodeEvents(json.slice(start, i), sizes.slice(start, i))) });
         start = i;
         bytes = 0;
       }
-      if (i < events.length) bytes += sizes[i]!;
+      if (i < events.length) bytes += sizes[i]! + 1;
     }
     return groups;
   }
