@@ -6,6 +6,7 @@
  * acknowledged, before that reply is back), so a worker's slots split between two commits.
  * Each sent request carries a claim for the slots it frees, so the next jobs come back with it.
  */
+import type { Json } from '../../machines/index.js';
 import type { ClaimedJob } from '../commands/schemas.js';
 import { Limits } from '../commands/limits.js';
 import { DocketError, fromErrorBody, type ErrorBody } from '../errors.js';
@@ -21,8 +22,18 @@ export type CompletionOutcome =
   | { readonly refused: DocketError; readonly next?: ClaimedJob | undefined }
   | { readonly undelivered: true };
 
+/** A run's end as its completion (`result`) or failure (`error`) carries it: one item of `runs`. */
+export interface RunEnd {
+  run_id: string;
+  job_id: string;
+  result?: Json;
+  error?: { message: string; stack?: string; retryable: boolean };
+  exit_code?: number;
+  duration_ms?: number;
+}
+
 interface Pending {
-  readonly item: Record<string, unknown>;
+  readonly item: RunEnd;
   readonly resolve: (outcome: CompletionOutcome) => void;
   attempts: number;
 }
@@ -67,7 +78,7 @@ export class CompletionBatcher {
   ) {}
 
   /** Reports one run's end (`{run_id, job_id, ...}`); resolves once the leader answered for it. */
-  report(item: Record<string, unknown>): Promise<CompletionOutcome> {
+  report(item: RunEnd): Promise<CompletionOutcome> {
     return new Promise((resolve) => {
       this.pending.push({ item, resolve, attempts: 0 });
       if (this.scheduled) return;

@@ -348,6 +348,21 @@ describe('Worker', () => {
     }
   });
 
+  test('a handler may destructure its context: heartbeat, progress and setExitCode work unbound', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const [jobId] = await submitMany(queue, 1);
+    await startWorker(queue, async (_job, { runId, fencingToken, heartbeat, progress, setExitCode, signal }) => {
+      progress({ pct: 10 });
+      await heartbeat();
+      setExitCode(5);
+      return { runId, fencingToken, aborted: signal.aborted };
+    });
+    await until(node, (s) => s.get(jobId!)?.state.job.value === 'succeeded', 'the job succeeded');
+    const { run } = await client.get(jobId!);
+    expect(run).toMatchObject({ status: 'completed', exit_code: 5, result: { runId: run!.run_id, aborted: false } });
+    expect((run!.result as { fencingToken: unknown }).fencingToken).toEqual(expect.any(Number));
+  });
+
   test('close() stops claiming and drains: it resolves only after the in-flight run has finished', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const [jobId] = await submitMany(queue, 1);
