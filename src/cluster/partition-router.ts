@@ -4,7 +4,7 @@
  * it goes to the leader's private subject `docket.forward.<node>.<queue>` as `{op, body}` and the
  * leader's answer comes back as it is. A queue nobody leads is taken by the node asking.
  */
-import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import { headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { coerceError, DocketError, fromErrorBody, UnavailableError, type ErrorBody } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { subjects } from '../nats/subjects.js';
@@ -20,6 +20,34 @@ const FORWARD_TIMEOUT_MS = 60_000;
 const READ_YOUR_WRITES_MAX_MS = 2_000;
 /** The leader's log position after a forwarded write, carried back beside the reply's fields. */
 const FOLDED_TO = '_folded_to';
+/**
+ * The header a node puts on its refusal of a request forwarded to it as the leader when it no
+ * longer leads the queue. The forwarding node then forgets the leader it had cached and looks
+ * the lease up again at once: without it, a leader that gave a queue up (and is still there to
+ * answer) was asked again and again until the cached lease ran out, up to a lease period (5 s)
+ * during which every request through that node was answered `unavailable`.
+ */
+const NOT_LEADER = 'Docket-Not-Leader';
+
+/** A forwarded request answered by a node that does not lead the queue (any more). */
+class NotLeaderError extends Error {
+  constructor(node: string, queue: string) {
+    super(`node ${node} no longer leads ${queue}`);
+    this.name = 'NotLeaderError';
+  }
+}
+
+/** Answers a request forwarded to this node as the queue's leader while it does not lead it. */
+export function refuseAsNotLeader(msg: Msg, reply: Uint8Array): void {
+  if (!msg.reply) return;
+  const h = headers();
+  h.set(NOT_LEADER, '1');
+  try {
+    msg.respond(reply, { headers: h });
+  } catch {
+    // The connection is gone; the forwarding node's timeout tells it so.
+  }
+}
 
 /** What the router needs of the node's log tail. */
 export interface FoldedPosition {
@@ -66,7 +94,10 @@ export class PartitionRouter {
     const cached = this.leaders.get(queue);
     if (cached && cached.expiresAt > Date.now()) return cached;
     const leader = await this.leadership.leaderOf(queue);
-    if (leader) this.leaders.set(queue, leader);
+    // Only another node is cached: this node's own lease is `isLeader` above. A cached self
+    // outlived a queue given up (relinquished, or let go as idle), and every request this node
+    // routed went to its own inbox, to be refused there, until the cached lease ran out.
+    if (leader && leader.node !== this.leadership.node) this.leaders.set(queue, leader);
     return leader;
   }
 
@@ -77,8 +108,9 @@ export class PartitionRouter {
 
   /**
    * Runs `here` when this node leads the queue, else `there(leader)`. Twice at most: a leader that
-   * just stopped has no responders, so the lease is looked up again once. A DocketError is the
-   * leader's answer and passes through; any other failure is `unavailable`.
+   * just stopped has no responders, and one that gave the queue up says so (`forward`), so the
+   * lease is looked up again once. A DocketError is the leader's answer and passes through; any
+   * other failure is `unavailable`.
    */
   async toLeader<T>(queue: string, here: () => Promise<T>, there: (leader: string) => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
@@ -90,11 +122,21 @@ export class PartitionRouter {
       } catch (err) {
         if (err instanceof DocketError) throw err;
         this.forget(queue);
-        if (attempt >= 1 || !/no responders/i.test(coerceError(err).message)) {
+        if (attempt >= 1 || !(err instanceof NotLeaderError || /no responders/i.test(coerceError(err).message))) {
           throw new UnavailableError(`the leader of ${queue} did not answer: ${coerceError(err).message}`, { cause: err });
         }
       }
     }
+  }
+
+  /**
+   * Sends a request to `leader` as the queue's leader; throws NotLeaderError (not a DocketError:
+   * toLeader looks the leader up again) when that node answers that it does not lead the queue.
+   */
+  async forward(leader: string, queue: string, subject: string, data: Uint8Array | string, timeoutMs: number): Promise<Msg> {
+    const reply = await this.nc.request(subject, data, { timeout: timeoutMs });
+    if (reply.headers?.has(NOT_LEADER)) throw new NotLeaderError(leader, queue);
+    return reply;
   }
 
   /** Runs `op` on the queue's leader and returns its reply's fields; a refusal is thrown as its DocketError. */
@@ -103,7 +145,7 @@ export class PartitionRouter {
       queue,
       () => this.local(queue, op, body),
       async (leader) => {
-        const reply = await this.nc.request(subjects.forwarded(leader, queue), JSON.stringify({ op, body } satisfies Forwarded), { timeout: FORWARD_TIMEOUT_MS });
+        const reply = await this.forward(leader, queue, subjects.forwarded(leader, queue), JSON.stringify({ op, body } satisfies Forwarded), FORWARD_TIMEOUT_MS);
         const answer = reply.json<{ ok: boolean; error?: ErrorBody } & Record<string, unknown>>();
         if (!answer.ok) throw fromErrorBody(answer.error ?? { code: 'unavailable', message: 'the leader answered without a reply' });
         const { ok: _ok, [FOLDED_TO]: foldedTo, ...fields } = answer;
@@ -124,7 +166,7 @@ export class PartitionRouter {
     const queue = subjects.forwardedLease(this.leadership.node, msg.subject);
     let reply: Record<string, unknown>;
     try {
-      if (!this.leadership.isLeader(queue)) throw new UnavailableError(`this node does not lead ${queue}; retry`);
+      if (!this.leadership.isLeader(queue)) return refuseAsNotLeader(msg, Buffer.from(JSON.stringify({ ok: false, error: new UnavailableError(`this node does not lead ${queue}; retry`).toBody() })));
       const { op, body } = msg.json<Forwarded>();
       reply = { ok: true, ...(await this.local(queue, op, body)), [FOLDED_TO]: this.tail.position };
     } catch (err) {

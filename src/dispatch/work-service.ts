@@ -6,8 +6,8 @@
  */
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Leadership } from '../cluster/leadership.js';
-import type { PartitionRouter } from '../cluster/partition-router.js';
-import { answeredInProcess, errorReply, maxPayload, respondSafely } from '../commands/reply.js';
+import { refuseAsNotLeader, type PartitionRouter } from '../cluster/partition-router.js';
+import { answeredInProcess, errorReply, maxPayload, replyBytes, respondSafely } from '../commands/reply.js';
 import type { CommandContext } from '../commands/handle-command.js';
 import { endRun } from '../commands/job-commands.js';
 import {
@@ -148,7 +148,7 @@ export class WorkService implements LocalWork {
       await this.router.toLeader(
         parsed.queue,
         () => this.serve(msg),
-        async (leader) => this.respond(msg, (await this.nc.request(subjects.leaderWork(leader, parsed.queue, parsed.verb), msg.data, { timeout })).data),
+        async (leader) => this.respond(msg, (await this.router.forward(leader, parsed.queue, subjects.leaderWork(leader, parsed.queue, parsed.verb), msg.data, timeout)).data),
       );
     } catch (err) {
       this.router.forget(parsed.queue);
@@ -167,7 +167,7 @@ export class WorkService implements LocalWork {
       if (!this.leadership.isLeader(parsed.queue)) {
         // Bad input is refused as such wherever it lands; only a good request is worth a retry.
         validateWork(parsed.verb, body);
-        throw new UnavailableError(`this node does not lead queue ${parsed.queue}; retry`);
+        return refuseAsNotLeader(msg, replyBytes(errorReply(new UnavailableError(`this node does not lead queue ${parsed.queue}; retry`), this.log)));
       }
       const result = await this.handle(parsed.queue, parsed.verb, body);
       this.respond(msg, { ok: true, ...result });

@@ -12,6 +12,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import type { Client } from '../../src/client/client.js';
 import type { DocketNode } from '../../src/node.js';
+import { subjects } from '../../src/nats/subjects.js';
 import type { TestNatsServer } from '../support/nats-server.js';
 import { callNode, captureProjections, caughtUp, openResources, queueLog, startTwoNodes, streamMessages, uniqueQueue, type RawReply, closeTestFile } from '../support/docket.js';
 
@@ -170,6 +171,37 @@ describe('two nodes racing', () => {
       if (again['job_id'] === first || again['created'] !== true) failures.push(`${i}: ${JSON.stringify(again)}`);
     }
     expect(failures).toEqual([]);
+  });
+
+  test('a leader that gave its queue up is not asked again: the node that forwarded to it looks the lease up at once and serves', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    fields(await callNode(a, 'submit', { queue }));
+    expect(a.leadership.isLeader(queue)).toBe(true);
+    // b forwards to a, and caches a as the queue's leader for the rest of a's lease.
+    fields(await callNode(b, 'submit', { queue }));
+    await a.leadership.relinquish(queue);
+    // Before: b asked a again until the cached lease ran out (up to 5 s), answered `unavailable`.
+    const reply = await callNode(b, 'submit', { queue });
+    expect(reply).toMatchObject({ ok: true, created: true });
+    expect(b.leadership.isLeader(queue)).toBe(true);
+  });
+
+  test('a node that gave its queue up routes its next request by the lease, not by a leadership it remembered', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    fields(await callNode(a, 'submit', { queue }));
+    await a.leadership.relinquish(queue);
+    // Before: a had cached itself as the leader when it took the free lease, and sent every
+    // request to itself, to be refused, until that cached lease ran out (up to 5 s).
+    expect(await callNode(a, 'submit', { queue })).toMatchObject({ ok: true, created: true });
+  });
+
+  test('a work request forwarded to a node that no longer leads the queue is refused with the not-leader header, as commands are', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    fields(await callNode(a, 'submit', { queue }));
+    await a.leadership.relinquish(queue);
+    const reply = await nc.request(subjects.leaderWork(a.name, queue, 'heartbeat'), JSON.stringify({ worker: 'w', run_ids: [] }), { timeout: 5_000 });
+    expect(reply.json()).toMatchObject({ ok: false, error: { code: 'unavailable' } });
+    expect(reply.headers?.get('Docket-Not-Leader')).toBe('1');
   });
 
   test('through NATS: a client that submits then cancels at once never gets not_found', async ({ task }) => {
