@@ -6,7 +6,8 @@
  *
  *   [SYSTEMS=docket,docket_embedded,bullmq] npx tsx bench/serial-path.ts [jobs=3000] [concurrency=1]
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
 import { Queue, Worker as BullWorker } from 'bullmq';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
@@ -59,11 +60,29 @@ async function commitsIn(url: string): Promise<number> {
   }
 }
 
+/**
+ * BENCH_HEAP_SAMPLE=<file>: V8's sampling heap profile of this process over the measured part,
+ * counting the objects major GCs collected too (what reached the old space and died there, which
+ * page faults pay for), written as a .heapprofile for DevTools.
+ */
+async function sampleHeap(work: () => Promise<void>): Promise<void> {
+  const file = process.env['BENCH_HEAP_SAMPLE'];
+  if (file === undefined) return work();
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params: object = {}): Promise<unknown> => new Promise((resolve, reject) => session.post(method, params, (err, result) => (err ? reject(err) : resolve(result))));
+  await post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: false });
+  await work();
+  const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
+  writeFileSync(file, JSON.stringify(profile));
+  session.disconnect();
+}
+
 /** Runs `work` and reports each named process's cost per job, and the rate. */
 async function measure(pids: Record<string, number | 'self'>, work: () => Promise<void>): Promise<Record<string, unknown>> {
   const before = Object.fromEntries(Object.entries(pids).map(([role, pid]) => [role, countersOf(pid)]));
   const t0 = performance.now();
-  await work();
+  await sampleHeap(work);
   const seconds = (performance.now() - t0) / 1000;
   const after = Object.fromEntries(Object.entries(pids).map(([role, pid]) => [role, countersOf(pid)]));
   return { rate: Math.round(n / seconds), ...Object.fromEntries(Object.keys(pids).map((role) => [role, perJob(before[role]!, after[role]!)])) };
