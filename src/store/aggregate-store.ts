@@ -74,7 +74,8 @@ export class AggregateStore {
     const history = before ? [...before.history.slice(-(AGGREGATE_HISTORY_KEPT - 1)), entry] : [entry];
     const after: AggregateRecord = { kind: event.aggregate.kind, id: event.aggregate.id, queue: event.queue ?? null, state, seq, history };
     this.records.set(key, after);
-    for (const listener of this.listeners) listener({ before, after, event });
+    const change: AggregateChange = { before, after, event };
+    for (const listener of this.listeners) listener(change);
     return 'applied';
   }
 
@@ -83,6 +84,7 @@ export class AggregateStore {
     const key = aggregateKey(record.kind, record.id);
     const before = this.records.get(key);
     this.records.set(key, record);
-    for (const listener of this.listeners) listener({ before, after: record, event: undefined });
+    const change: AggregateChange = { before, after: record, event: undefined };
+    for (const listener of this.listeners) listener(change);
   }
 }

@@ -321,7 +321,9 @@ export class JobStore {
       : { jobId: recorded.jobId, queue: recorded.queue, state, seq: recorded.seq, submitSeq: recorded.seq, submitId: isEventIdOf(event.id, recorded.jobId) ? null : event.id, commandHash: event.meta.command_hash ?? null, later: NO_EVENTS };
     this.jobs.set(after.jobId, after);
     if (!before) this.indexSubmit(after);
-    for (const listener of this.listeners) listener({ before, after, recorded });
+    // One change for every listener (its fields are readonly): ~14 listeners, 3 events a job.
+    const change: JobChange = { before, after, recorded };
+    for (const listener of this.listeners) listener(change);
     return 'applied';
   }
 
@@ -346,6 +348,7 @@ export class JobStore {
     const before = this.jobs.get(record.jobId);
     this.jobs.set(record.jobId, record);
     this.indexSubmit(record);
-    for (const listener of this.listeners) listener({ before, after: record, recorded: undefined });
+    const change: JobChange = { before, after: record, recorded: undefined };
+    for (const listener of this.listeners) listener(change);
   }
 }
