@@ -1,0 +1,60 @@
+/**
+ * End to end with a worker of its own, its 100 slots split over `lanes` Workers (100 / lanes
+ * slots each), each started once the previous one has its first job, so that one group's commit
+ * may fly while another group's jobs run. Measures whether a node serving one batching worker
+ * idles between that worker's commits (it would gain from lanes) or is CPU-bound (it would not).
+ *
+ *   BENCH_NODE_DIST=1 npx tsx bench/worker-lanes.ts [jobs=30000] [lanes=1]
+ */
+import { readFileSync } from 'node:fs';
+import { startNatsServer } from '../test/support/nats-server.js';
+import { connectClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
+import { submitInChunks } from './lib/workload.js';
+
+const n = Number(process.argv[2] ?? 30_000);
+const lanes = Number(process.argv[3] ?? 1);
+const QUEUE = 'lanes';
+
+/** A process's CPU so far (user + kernel), in ms. */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+const server = await startNatsServer();
+const dir = tempDir('worker-lanes');
+const node = await startDocketNode(server.url, dir.path, 'cli');
+const Worker = await workerClass();
+const client = await connectClient(server.url);
+let handled = 0;
+let allDone!: () => void;
+const all = new Promise<void>((resolve) => (allDone = resolve));
+let gotJob!: () => void;
+let firstJob = new Promise<void>((resolve) => (gotJob = resolve));
+const handler = async (): Promise<null> => {
+  gotJob();
+  if (++handled === n) allDone();
+  return null;
+};
+const t0 = performance.now();
+const node0 = cpuMs(node.pid);
+const nats0 = cpuMs(server.process.pid!);
+const submitting = submitInChunks(client, QUEUE, n, 1_000);
+const workers = [];
+for (let lane = 0; lane < lanes; lane++) {
+  const worker = new Worker({ servers: server.url, queue: QUEUE, concurrency: 100 / lanes, handler });
+  await worker.start();
+  workers.push(worker);
+  await firstJob;
+  firstJob = new Promise<void>((resolve) => (gotJob = resolve));
+}
+await submitting;
+await all;
+const seconds = (performance.now() - t0) / 1000;
+console.log(JSON.stringify({ jobs: n, lanes, rate: Math.round(n / seconds), node_cpu_pct: Math.round((cpuMs(node.pid) - node0) / 10 / seconds), nats_cpu_pct: Math.round((cpuMs(server.process.pid!) - nats0) / 10 / seconds) }));
+for (const worker of workers) await worker.close();
+await client.close();
+await node.close();
+await server.stop();
+dir.remove();
+process.exit(0);
