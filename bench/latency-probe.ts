@@ -7,6 +7,8 @@
  *   npx tsx bench/latency-probe.ts [jobs=300] [--node-process]
  *
  * --node-process: the node runs in its own process (`docket up`), as in `npm run bench`.
+ * Also prints the latency histogram by whole milliseconds: whether the tail is a second mode (a
+ * timer, a missed hand-over) or a spread (processes taking turns on the cores).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -66,7 +68,10 @@ for (const e of await queueLog(nc, 'lat')) {
   seqs.set(e.jobId, entry);
 }
 const handedOff = [...seqs.values()].filter((s) => s.submitted !== undefined && s.submitted === s.claimed).length;
-console.log(JSON.stringify({ jobs: n, p50_ms: pct(total, 50), p99_ms: pct(total, 99), submit_p50_ms: pct(submits, 50), claimed_in_submit_commit: `${handedOff}/${seqs.size}` }));
+console.log(JSON.stringify({ jobs: n, p50_ms: pct(total, 50), p99_ms: pct(total, 99), max_ms: pct(total, 100), submit_p50_ms: pct(submits, 50), claimed_in_submit_commit: `${handedOff}/${seqs.size}` }));
+const histogram: Record<number, number> = {};
+for (const ms of total) histogram[Math.floor(ms)] = (histogram[Math.floor(ms)] ?? 0) + 1;
+console.log(JSON.stringify({ histogram_ms: histogram }));
 abort.abort();
 await worker.close();
 await client.close();
