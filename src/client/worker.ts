@@ -124,8 +124,6 @@ export interface WorkerOptions {
  * function: `heartbeat` is the worker's own, `progress` and `setExitCode` are made on first read.
  */
 class Run implements WorkerJobContext {
-  readonly runId: string;
-  readonly fencingToken: number;
   declare readonly fanOut?: ClaimedFanOut;
   readonly startedAt = Date.now();
   /** Progress reported since the last heartbeat. */
@@ -144,9 +142,15 @@ class Run implements WorkerJobContext {
     readonly node: string,
     readonly heartbeat: () => Promise<void>,
   ) {
-    this.runId = job.run_id;
-    this.fencingToken = job.fencing_token;
     if (job.fan_out !== undefined) (this as { fanOut?: ClaimedFanOut }).fanOut = job.fan_out;
+  }
+
+  get runId(): string {
+    return this.job.run_id;
+  }
+
+  get fencingToken(): number {
+    return this.job.fencing_token;
   }
 
   get signal(): AbortSignal {

@@ -5,6 +5,7 @@
  * leader's answer comes back as it is. A queue nobody leads is taken by the node asking.
  */
 import { headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { replyBytes } from '../commands/reply.js';
 import { coerceError, DocketError, fromErrorBody, UnavailableError, type ErrorBody } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { subjects } from '../nats/subjects.js';
@@ -37,13 +38,13 @@ class NotLeaderError extends Error {
   }
 }
 
-/** Answers a request forwarded to this node as the queue's leader while it does not lead it. */
-export function refuseAsNotLeader(msg: Msg, reply: Uint8Array): void {
+/** Answers a request forwarded to this node as the queue's leader while it does not lead it: `unavailable`, with NOT_LEADER. */
+export function refuseAsNotLeader(msg: Msg, message: string): void {
   if (!msg.reply) return;
   const h = headers();
   h.set(NOT_LEADER, '1');
   try {
-    msg.respond(reply, { headers: h });
+    msg.respond(replyBytes({ ok: false, error: new UnavailableError(message).toBody() }), { headers: h });
   } catch {
     // The connection is gone; the forwarding node's timeout tells it so.
   }
@@ -166,7 +167,7 @@ export class PartitionRouter {
     const queue = subjects.forwardedLease(this.leadership.node, msg.subject);
     let reply: Record<string, unknown>;
     try {
-      if (!this.leadership.isLeader(queue)) return refuseAsNotLeader(msg, Buffer.from(JSON.stringify({ ok: false, error: new UnavailableError(`this node does not lead ${queue}; retry`).toBody() })));
+      if (!this.leadership.isLeader(queue)) return refuseAsNotLeader(msg, `this node does not lead ${queue}; retry`);
       const { op, body } = msg.json<Forwarded>();
       reply = { ok: true, ...(await this.local(queue, op, body)), [FOLDED_TO]: this.tail.position };
     } catch (err) {

@@ -7,7 +7,7 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Leadership } from '../cluster/leadership.js';
 import { refuseAsNotLeader, type PartitionRouter } from '../cluster/partition-router.js';
-import { answeredInProcess, errorReply, maxPayload, replyBytes, respondSafely } from '../commands/reply.js';
+import { answeredInProcess, errorReply, maxPayload, respondSafely } from '../commands/reply.js';
 import type { CommandContext } from '../commands/handle-command.js';
 import { endRun } from '../commands/job-commands.js';
 import {
@@ -167,7 +167,7 @@ export class WorkService implements LocalWork {
       if (!this.leadership.isLeader(parsed.queue)) {
         // Bad input is refused as such wherever it lands; only a good request is worth a retry.
         validateWork(parsed.verb, body);
-        return refuseAsNotLeader(msg, replyBytes(errorReply(new UnavailableError(`this node does not lead queue ${parsed.queue}; retry`), this.log)));
+        return refuseAsNotLeader(msg, `this node does not lead queue ${parsed.queue}; retry`);
       }
       const result = await this.handle(parsed.queue, parsed.verb, body);
       this.respond(msg, { ok: true, ...result });

@@ -104,6 +104,14 @@ function epochOf(payload: Uint8Array): number {
   }
 }
 
+/** What a commit's events may take: its max bytes less room for the commit's own fields. */
+const EVENTS_MAX_BYTES = COMMIT_LIMITS.maxBytes - 1024;
+
+/** An event's bytes in a commit: its JSON and the comma that separates it from the next. */
+function inCommit(size: number): number {
+  return size + 1;
+}
+
 /** Each event's JSON length in bytes, not characters: a commit fits the max payload whatever the params hold. */
 function byteLengths(json: readonly string[]): number[] {
   return json.map((j) => Buffer.byteLength(j));
@@ -111,7 +119,7 @@ function byteLengths(json: readonly string[]): number[] {
 
 /** Events' JSON (with their byte lengths) as an item holds it: joined by commas, as bytes. */
 function encodeEvents(json: readonly string[], sizes: readonly number[]): { json: Buffer; sizes: readonly number[]; bytes: number } {
-  return { json: Buffer.from(json.join(',')), sizes, bytes: sizes.reduce((sum, size) => sum + size + 1, 0) };
+  return { json: Buffer.from(json.join(',')), sizes, bytes: sizes.reduce((sum, size) => sum + inCommit(size), 0) };
 }
 
 const EVENTS_END = Buffer.from(']}');
@@ -220,7 +228,7 @@ export class PartitionWriter {
     if (this.closedWith) return Promise.reject(this.closedWith);
     const json = events.map((event) => JSON.stringify(event));
     const encoded = encodeEvents(json, byteLengths(json));
-    if (encoded.bytes > COMMIT_LIMITS.maxBytes - 1024 || events.length > COMMIT_LIMITS.maxEvents) {
+    if (encoded.bytes > EVENTS_MAX_BYTES || events.length > COMMIT_LIMITS.maxEvents) {
       return Promise.reject(new InvalidRequestError(`events of ${encoded.bytes} bytes do not fit in one commit (limit ${COMMIT_LIMITS.maxBytes})`));
     }
     return this.enqueue(events, encoded);
@@ -247,24 +255,23 @@ export class PartitionWriter {
   private enqueueGroups(events: readonly Envelope[]): { readonly count: number; readonly done: Promise<Position[]> }[] {
     const json = events.map((event) => JSON.stringify(event));
     const sizes = byteLengths(json);
-    // Checked before anything is queued (each event with its comma): nothing of a refused call is committed.
-    const tooBig = sizes.find((size) => size + 1 > COMMIT_LIMITS.maxBytes - 1024);
-    if (tooBig !== undefined) throw new InvalidRequestError(`an event of ${tooBig + 1} bytes does not fit in a commit (limit ${COMMIT_LIMITS.maxBytes})`);
+    // Checked before anything is queued: nothing of a refused call is committed.
+    const tooBig = sizes.find((size) => inCommit(size) > EVENTS_MAX_BYTES);
+    if (tooBig !== undefined) throw new InvalidRequestError(`an event of ${inCommit(tooBig)} bytes does not fit in a commit (limit ${COMMIT_LIMITS.maxBytes})`);
     const groups: { readonly count: number; readonly done: Promise<Position[]> }[] = [];
     let start = 0;
     let bytes = 0;
     for (let i = 0; i <= events.length; i++) {
-      const full = i === events.length || (i > start && (bytes + sizes[i]! + 1 > COMMIT_LIMITS.maxBytes - 1024 || i - start >= COMMIT_LIMITS.maxEvents));
+      const full = i === events.length || (i > start && (bytes + inCommit(sizes[i]!) > EVENTS_MAX_BYTES || i - start >= COMMIT_LIMITS.maxEvents));
       if (full && i > start) {
         groups.push({ count: i - start, done: this.enqueue(events.slice(start, i), encodeEvents(json.slice(start, i), sizes.slice(start, i))) });
         start = i;
         bytes = 0;
       }
-      if (i < events.length) bytes += sizes[i]! + 1;
+      if (i < events.length) bytes += inCommit(sizes[i]!);
     }
     return groups;
   }
-
 
   private enqueue(events: readonly Envelope[], { json, sizes, bytes }: { json: Buffer; sizes: readonly number[]; bytes: number }): Promise<Position[]> {
     for (const event of events) this.markBusy(busyKey(event.aggregate.kind, event.aggregate.id));
@@ -373,7 +380,7 @@ export class PartitionWriter {
       parts.push(item.json);
       for (const size of item.sizes) {
         eventStarts[index++] = at;
-        at += size + 1;
+        at += inCommit(size);
       }
       at -= 1;
     }
