@@ -63,7 +63,8 @@ async function commitsIn(url: string): Promise<number> {
 /**
  * BENCH_HEAP_SAMPLE=<file>: V8's sampling heap profile of this process over the measured part,
  * counting the objects major GCs collected too (what reached the old space and died there, which
- * page faults pay for), written as a .heapprofile for DevTools.
+ * page faults pay for), written as a .heapprofile for DevTools. With BENCH_HEAP_SAMPLE_MINOR=1 it
+ * counts what minor GCs collected as well: everything allocated, which sets how often they run.
  */
 async function sampleHeap(work: () => Promise<void>): Promise<void> {
   const file = process.env['BENCH_HEAP_SAMPLE'];
@@ -71,7 +72,7 @@ async function sampleHeap(work: () => Promise<void>): Promise<void> {
   const session = new Session();
   session.connect();
   const post = (method: string, params: object = {}): Promise<unknown> => new Promise((resolve, reject) => session.post(method, params, (err, result) => (err ? reject(err) : resolve(result))));
-  await post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: false });
+  await post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: process.env['BENCH_HEAP_SAMPLE_MINOR'] === '1' });
   await work();
   const { profile } = (await post('HeapProfiler.stopSampling')) as { profile: unknown };
   writeFileSync(file, JSON.stringify(profile));
