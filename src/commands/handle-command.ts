@@ -36,9 +36,9 @@ export interface CommandContext {
   /**
    * The writer of a queue's partition (or, for SYS_LEASE, of `sys`), once it may decide (folded to the partition's tip).
    * Rejects with UnavailableError on a node that does not lead the queue: commands reach the
-   * leader first (src/cluster/partition-router.ts).
+   * leader first (src/cluster/partition-router.ts). Not a promise when the writer may decide now.
    */
-  writer(queue: string): Promise<PartitionWriter>;
+  writer(queue: string): PartitionWriter | Promise<PartitionWriter>;
   /**
    * Waits until this node has folded everything the stream held when called (bounded). Used
    * before answering from a possibly stale view: not_found, or "the key's job is live".
@@ -209,14 +209,16 @@ export function jobOfSubmitEvent(ctx: Pick<CommandContext, 'store' | 'readCommit
 }
 
 /** The job, looked up again once caught up when this node has not seen it (created elsewhere a moment ago); an evicted job is read back. */
-export async function findJob(ctx: CommandContext, jobId: string): Promise<JobRecord> {
-  let record = ctx.store.get(jobId);
-  if (!record) {
-    const entry = ctx.store.evicted(jobId);
-    if (entry) return reinstateEvicted(ctx, entry);
-    await ctx.catchUp();
-    record = ctx.store.get(jobId);
-  }
+export function findJob(ctx: CommandContext, jobId: string): JobRecord | Promise<JobRecord> {
+  // Not a promise when the job is in memory (nearly every call): no async frame on the job path.
+  return ctx.store.get(jobId) ?? findAbsentJob(ctx, jobId);
+}
+
+async function findAbsentJob(ctx: CommandContext, jobId: string): Promise<JobRecord> {
+  const entry = ctx.store.evicted(jobId);
+  if (entry) return reinstateEvicted(ctx, entry);
+  await ctx.catchUp();
+  const record = ctx.store.get(jobId);
   if (!record) throw new NotFoundError(`job ${jobId} not found`, { details: { job_id: jobId } });
   return record;
 }
