@@ -1,3 +1,13 @@
+/**
+ * Swaps two items in place. Not a destructuring swap: that made an array per step, which V8 did
+ * not optimise away (23 MB for 30,000 jobs through a queue of 30,000, in a sampling heap profile).
+ */
+function swap<T>(items: T[], a: number, b: number): void {
+  const item = items[a]!;
+  items[a] = items[b]!;
+  items[b] = item;
+}
+
 /** A binary min-heap; `less` defines the order. */
 export class Heap<T> {
   private readonly items: T[] = [];
@@ -18,7 +28,7 @@ export class Heap<T> {
     while (i > 0) {
       const parent = (i - 1) >> 1;
       if (!this.less(items[i]!, items[parent]!)) break;
-      [items[i], items[parent]] = [items[parent]!, items[i]!];
+      swap(items, i, parent);
       i = parent;
     }
   }
@@ -37,7 +47,7 @@ export class Heap<T> {
         if (l < items.length && this.less(items[l]!, items[m]!)) m = l;
         if (r < items.length && this.less(items[r]!, items[m]!)) m = r;
         if (m === i) break;
-        [items[i], items[m]] = [items[m]!, items[i]!];
+        swap(items, i, m);
         i = m;
       }
     }
