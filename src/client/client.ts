@@ -97,12 +97,6 @@ export interface RecordedEvent {
   readonly event: Envelope;
 }
 
-/** The live subject DESIGN gives an event (core NATS; the SDK reads the log, so it derives it). */
-function liveSubjectOf(event: Envelope): string {
-  const { kind, id } = event.aggregate;
-  return event.queue === undefined ? `docket.evt.${kind}.${id}` : `docket.evt.${kind}.${event.queue}.${id}`;
-}
-
 /** RFC 3339 with microseconds: a millisecond alone cannot order a call and a store in the same ms. */
 function toMicrosecondIso(ms: number): string {
   const whole = Math.floor(ms);
@@ -169,7 +163,15 @@ export class EventStream implements AsyncIterable<RecordedEvent> {
           if (envelopeProblem(value) !== null) continue;
           const event = value as Envelope;
           if (types && !types.has(event.type)) continue;
-          yield { seq, index, position: positionOf(seq, index), subject: liveSubjectOf(event), event };
+          // The live subject DESIGN gives the event (the SDK reads the log, so it derives it); an
+          // id no subject can hold is a bad event, skipped like one of the wrong shape.
+          let subject: string;
+          try {
+            subject = subjects.event(event.aggregate.kind, event.queue, event.aggregate.id);
+          } catch {
+            continue;
+          }
+          yield { seq, index, position: positionOf(seq, index), subject, event };
         }
       }
     } finally {
