@@ -14,14 +14,25 @@
  *   them (int8/BIGINT beyond 2^53, DECIMAL, DATE as local midnight, zone-less timestamps as
  *   local time), then normalised by key.ts: the same row gives the same key from either database.
  */
-import pg from 'pg';
-import mysql from 'mysql2';
+import type PgDriver from 'pg';
 import type { FieldPacket, TypeCastField, TypeCastNext } from 'mysql2';
 import { InvalidRequestError } from '../errors.js';
 import { DatabaseSchemes, databaseUrlProblem, type SqlSourceSpec } from '../commands/jobset-schemas.js';
 import { JobSetDefaults } from '../commands/limits.js';
 import { ColumnKeys, decimalFromText, integerFromText, timestampFromText, toKey, type Key } from './key.js';
 import { BATCH_KEYS, type KeySourceOptions, type RawKeySource } from './source.js';
+
+/**
+ * The drivers load when a source first reads: imported with this module they cost every node's
+ * start (and every CLI command) ~90 ms (mysql2 ~60, pg ~30), and most nodes never read a SQL source.
+ */
+let pg: typeof PgDriver | undefined;
+async function loadPg(): Promise<typeof PgDriver> {
+  return (pg ??= (await import('pg')).default);
+}
+async function loadMysql(): Promise<typeof import('mysql2')> {
+  return (await import('mysql2')).default;
+}
 
 export interface SqlSourceOptions extends KeySourceOptions {
   readonly timeoutMs: number;
@@ -108,14 +119,16 @@ export const postgresKeyTypes = {
       case PG_TIMESTAMPTZ:
         return timestampFromText; // zone-less text is UTC; pg would read it as local time
       default:
-        return pg.types.getTypeParser(oid, format ?? 'text') as (value: string) => unknown;
+        // Asked only by a client of the loaded driver (postgresKeys loads it first).
+        return pg!.types.getTypeParser(oid, format ?? 'text') as (value: string) => unknown;
     }
   },
 };
 
 async function* postgresKeys(spec: SqlSourceSpec, options: SqlSourceOptions, description: string): AsyncGenerator<readonly Key[]> {
   const conn = connectionOf(spec, options.env, description);
-  const client = new pg.Client({
+  const { Client } = await loadPg();
+  const client = new Client({
     host: conn.host,
     ...(conn.port === undefined ? {} : { port: conn.port }),
     ...(conn.user === undefined ? {} : { user: conn.user }),
@@ -207,6 +220,7 @@ function mysqlTypeCast(field: TypeCastField, next: TypeCastNext): unknown {
 
 async function* mysqlKeys(spec: SqlSourceSpec, options: SqlSourceOptions, description: string): AsyncGenerator<readonly Key[]> {
   const conn = connectionOf(spec, options.env, description);
+  const mysql = await loadMysql();
   const connection = mysql.createConnection({
     host: conn.host,
     ...(conn.port === undefined ? {} : { port: conn.port }),
