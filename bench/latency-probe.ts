@@ -4,7 +4,7 @@
  * whole and of the submit's round trip, and how many jobs were claimed in their submit's own
  * commit (a claim parked before the submit: the dispatcher's hand-off).
  *
- *   npx tsx bench/latency-probe.ts [jobs=300] [--node-process]
+ *   [WARMUP=20] npx tsx bench/latency-probe.ts [jobs=300] [--node-process]
  *
  * --node-process: the node runs in its own process (`docket up`), as in `npm run bench`.
  * Also prints the latency histogram by whole milliseconds: whether the tail is a second mode (a
@@ -22,7 +22,7 @@ import { queueLog } from '../test/support/docket.js';
 import { startNatsServer } from '../test/support/nats-server.js';
 
 const n = Number(process.argv.slice(2).find((a) => /^\d+$/.test(a)) ?? 300);
-const warmup = 20;
+const warmup = Number(process.env['WARMUP'] ?? 20);
 const server = await startNatsServer();
 const dataDir = mkdtempSync(join(tmpdir(), 'latency-probe-'));
 const node = process.argv.includes('--node-process') ? await startDocketNode(server.url, dataDir, 'cli') : await startNode({ servers: server.url, nodeName: 'latency-probe' });

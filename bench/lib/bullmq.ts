@@ -5,7 +5,7 @@
  */
 import { Queue, QueueEvents, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import { measured, percentile, type Measurement } from './harness.js';
+import { latencyFigures, measured, type Measurement } from './harness.js';
 import { rssBytesOf, type RedisServer } from './procs.js';
 import { jobParams } from './workload.js';
 
@@ -74,7 +74,7 @@ export async function endToEnd(redis: RedisServer, n: number, concurrency: numbe
 }
 
 /** `n` jobs one after another: add, then wait until finished (QueueEvents), milliseconds each. */
-export async function latency(redis: RedisServer, n: number, warmup = 20): Promise<Measurement> {
+export async function latency(redis: RedisServer, n: number, warmup: number): Promise<Measurement> {
   await flush(redis);
   const queue = new Queue('bench-latency', { connection: connection(redis) });
   const events = new QueueEvents('bench-latency', { connection: connection(redis) });
@@ -87,14 +87,11 @@ export async function latency(redis: RedisServer, n: number, warmup = 20): Promi
         const t0 = performance.now();
         const job = await queue.add('noop', { i });
         await job.waitUntilFinished(events, 30_000);
-        if (i >= warmup) samples.push(performance.now() - t0);
+        samples.push(performance.now() - t0);
       }
     });
-    return {
-      values: { p50: percentile(samples, 50), p99: percentile(samples, 99) },
-      cpu: m.cpu,
-      extra: { jobs: n, warmup, mean: samples.reduce((a, b) => a + b, 0) / samples.length, max: Math.max(...samples) },
-    };
+    const { values, extra } = latencyFigures(samples, warmup, n);
+    return { values, cpu: m.cpu, extra };
   } finally {
     await worker.close();
     await events.close();

@@ -13,6 +13,15 @@ export interface BenchConfig {
   readonly xstateEvents: number;
   /** Sequential submit -> completed round trips. */
   readonly latencyJobs: number;
+  /**
+   * Round trips before the measured ones, alike for every system: the rows are a serving
+   * process's latency, not its first jobs'. A node serves for days; in its first ~2,000 jobs
+   * after a start, V8 has not yet optimised its job path (`WARMUP=<n> BENCH_NODE_DIST=1 npx tsx
+   * bench/latency-probe.ts 1000 --node-process`: after 20 warm-up jobs p50 1.70 ms, p99 7.0-7.6;
+   * after 2,000-3,000, 1.14-1.17 and 2.8-3.4). The first `latencyJobs` of the warm-up are kept as
+   * cold_p50 / cold_p99 in the JSON.
+   */
+  readonly latencyWarmup: number;
   /** Jobs queued for the memory, restart and large-queue claim rows (1,000,000). */
   readonly largeQueue: number;
   /** The small queue of the claim row. */
@@ -38,6 +47,7 @@ export function benchConfig(quick: boolean): BenchConfig {
     foldJobs: 125_000 / d,
     xstateEvents: 50_000 / d,
     latencyJobs: 1_000 / d,
+    latencyWarmup: 3_000 / d,
     largeQueue: 1_000_000 / d,
     smallQueue: 1_000,
     claimJobs: 1_000,

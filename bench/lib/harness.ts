@@ -164,6 +164,20 @@ export function percentile(xs: readonly number[], p: number): number {
   return s[rank]!;
 }
 
+/**
+ * A latency loop's figures from every round trip it made, warm-up first: p50 and p99 of those
+ * after the warm-up (the rows), and of the first `n` (a process just started: `cold_p50`,
+ * `cold_p99` in the JSON).
+ */
+export function latencyFigures(all: readonly number[], warmup: number, n: number): { values: { p50: number; p99: number }; extra: Record<string, number> } {
+  const warm = all.slice(warmup);
+  const cold = all.slice(0, Math.min(n, warmup));
+  return {
+    values: { p50: percentile(warm, 50), p99: percentile(warm, 99) },
+    extra: { jobs: n, warmup, mean: warm.reduce((a, b) => a + b, 0) / warm.length, max: Math.max(...warm), ...(cold.length === 0 ? {} : { cold_p50: percentile(cold, 50), cold_p99: percentile(cold, 99) }) },
+  };
+}
+
 /** Runs `task(i)` for i in [0, n) with at most `window` in flight. */
 export async function pool(n: number, window: number, task: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;

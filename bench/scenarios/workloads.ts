@@ -7,7 +7,7 @@
  * docket gets a fresh nats-server and node per run; BullMQ a flushed Redis.
  */
 import * as bull from '../lib/bullmq.js';
-import { measured, NotAvailableError, percentile, type Group, type Measurement, type RowDef } from '../lib/harness.js';
+import { latencyFigures, measured, NotAvailableError, type Group, type Measurement, type RowDef } from '../lib/harness.js';
 import { acknowledged, connectClient, connectLocalClient, workerClass, type ClientApi } from '../lib/docket.js';
 import { redisOf, withDocket, type BenchEnv, type DocketRun } from '../lib/env.js';
 import { jobEvent, subjectOf } from '../lib/events.js';
@@ -209,7 +209,7 @@ export function endToEndGroup(env: BenchEnv, concurrency: number): Group {
 
 export function latencyGroup(env: BenchEnv): Group {
   const n = env.config.latencyJobs;
-  const warmup = 20;
+  const warmup = env.config.latencyWarmup;
   const p50 = peerRows(
     { scenario: 'latency.p50', metric: 'p50', title: `submit → completed, ${n.toLocaleString('en-US')} jobs in sequence, p50`, unit: 'ms', better: 'lower' },
     { on: 'ratio', op: '<=', limit: 1.5, text: '≤ 1.5× BullMQ (AOF)' },
@@ -269,14 +269,11 @@ export function latencyGroup(env: BenchEnv): Group {
               ]);
               waiting.delete(job_id);
             }
-            if (i >= warmup) samples.push(performance.now() - t0);
+            samples.push(performance.now() - t0);
           }
         });
-        return {
-          values: { p50: percentile(samples, 50), p99: percentile(samples, 99) },
-          cpu: m.cpu,
-          extra: { jobs: n, warmup, mean: samples.reduce((a, b) => a + b, 0) / samples.length, max: Math.max(...samples), node: run.node.mode, ...(embedded ? { embedded } : {}) },
-        };
+        const { values, extra } = latencyFigures(samples, warmup, n);
+        return { values, cpu: m.cpu, extra: { ...extra, node: run.node.mode, ...(embedded ? { embedded } : {}) } };
       } finally {
         abort.abort();
         await pump.catch(() => undefined);
