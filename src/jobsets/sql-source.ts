@@ -24,7 +24,7 @@ import { BATCH_KEYS, type KeySourceOptions, type RawKeySource } from './source.j
 
 /**
  * The drivers load when a source first reads: imported with this module they cost every node's
- * start (and every CLI command) ~90 ms (mysql2 ~60, pg ~30), and most nodes never read a SQL source.
+ * start ~90 ms (mysql2 ~60, pg ~30), and most nodes never read a SQL source.
  */
 let pg: typeof PgDriver | undefined;
 async function loadPg(): Promise<typeof PgDriver> {
