@@ -8,16 +8,12 @@
 import { connect } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { startNatsServer } from '../test/support/nats-server.js';
+import { percentile } from './lib/harness.js';
 
 const n = Number(process.argv[2] ?? 3000);
 const WARMUP = 50;
 /** About a commit of two job events. */
 const payload = new Uint8Array(900).fill(65);
-
-function percentile(xs: readonly number[], p: number): string {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!.toFixed(3);
-}
 
 /** p50, p99 and max in ms of `n` sequential calls of `once`, after a warm-up. */
 async function timed(once: () => Promise<unknown>): Promise<Record<string, string>> {
@@ -27,7 +23,8 @@ async function timed(once: () => Promise<unknown>): Promise<Record<string, strin
     await once();
     if (i >= WARMUP) samples.push(performance.now() - t0);
   }
-  return { p50: percentile(samples, 50), p99: percentile(samples, 99), max: percentile(samples, 100) };
+  const ms = (p: number) => percentile(samples, p).toFixed(3);
+  return { p50: ms(50), p99: ms(99), max: ms(100) };
 }
 
 const server = await startNatsServer();

@@ -6,9 +6,9 @@
  *
  *   BENCH_NODE_DIST=1 npx tsx bench/worker-lanes.ts [jobs=30000] [lanes=1]
  */
-import { readFileSync } from 'node:fs';
 import { startNatsServer } from '../test/support/nats-server.js';
 import { connectClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
+import { cpuSecondsOf } from './lib/procs.js';
 import { submitInChunks } from './lib/workload.js';
 
 const n = Number(process.argv[2] ?? 30_000);
@@ -17,8 +17,7 @@ const QUEUE = 'lanes';
 
 /** A process's CPU so far (user + kernel), in ms. */
 function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  return (cpuSecondsOf(pid) ?? 0) * 1000;
 }
 
 const server = await startNatsServer();

@@ -4,8 +4,9 @@
  * columns in memory, instead of as objects. Restoring a million jobs as objects (parse, a Map
  * entry each, the queue-order heap) took ~3.5 s and most of it was garbage collection; this
  * restore is a read of the columns and a table build. A cold job becomes an object (is
- * materialised) the first time anything reads it: a claim, a `get`, a command on it. Until then the projections know it from the columns: its
- * queue and status (progress), its order key (queue order), its submit sequence (list).
+ * materialised) the first time anything reads it: a claim, a `get`, a command on it. Until then
+ * the projections know it from the columns: its queue and status (progress), its order key
+ * (queue order), its submit sequence (list).
  *
  * Only jobs with nothing else to know go cold: queued, due when the node starts, unkeyed (the key
  * index holds every keyed job), without `depends_on`, and with no event after `job.submitted`
