@@ -1,10 +1,9 @@
 /**
- * End to end with a worker of its own, its 100 slots split over `lanes` Workers (100 / lanes
- * slots each), each started once the previous one has its first job, so that one group's commit
+ * End to end with a worker of its own, its slots (100, or `SLOTS`) split over `lanes` Workers, each started once the previous one has its first job, so that one group's commit
  * may fly while another group's jobs run. Measures whether a node serving one batching worker
  * idles between that worker's commits (it would gain from lanes) or is CPU-bound (it would not).
  *
- *   BENCH_NODE_DIST=1 npx tsx bench/worker-lanes.ts [jobs=30000] [lanes=1]
+ *   [SLOTS=100] BENCH_NODE_DIST=1 npx tsx bench/worker-lanes.ts [jobs=30000] [lanes=1]
  */
 import { startNatsServer } from '../test/support/nats-server.js';
 import { connectClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
@@ -14,6 +13,8 @@ import { submitInChunks } from './lib/workload.js';
 const n = Number(process.argv[2] ?? 30_000);
 const lanes = Number(process.argv[3] ?? 1);
 const QUEUE = 'lanes';
+/** Slots in all (`SLOTS`, 100 by default), split evenly over the lanes. */
+const slots = Number(process.env['SLOTS'] ?? 100);
 
 /** A process's CPU so far (user + kernel), in ms. */
 function cpuMs(pid: number): number {
@@ -41,7 +42,7 @@ const nats0 = cpuMs(server.process.pid!);
 const submitting = submitInChunks(client, QUEUE, n, 1_000);
 const workers = [];
 for (let lane = 0; lane < lanes; lane++) {
-  const worker = new Worker({ servers: server.url, queue: QUEUE, concurrency: 100 / lanes, handler });
+  const worker = new Worker({ servers: server.url, queue: QUEUE, concurrency: slots / lanes, handler });
   await worker.start();
   workers.push(worker);
   await firstJob;

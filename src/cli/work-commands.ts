@@ -33,6 +33,7 @@ interface MoveFlags extends CommonFlags {
 interface WorkFlags {
   readonly server?: string;
   readonly concurrency?: string;
+  readonly prefetch?: string;
   readonly leaseMs?: string;
   readonly logLevel?: string;
   /** Exit code meaning "fail without retry". */
@@ -79,6 +80,7 @@ async function workAction(queue: string, argv: readonly string[], flags: WorkFla
   const noRetryCode = flags.fatalExitCode === undefined ? undefined : parseInteger(flags.fatalExitCode, '--fatal-exit-code');
   const concurrency = flags.concurrency === undefined ? 1 : parsePositiveInteger(flags.concurrency, '--concurrency');
   const leaseMs = flags.leaseMs === undefined ? undefined : parsePositiveInteger(flags.leaseMs, '--lease-ms');
+  const prefetch = flags.prefetch === undefined ? undefined : parseInteger(flags.prefetch, '--prefetch');
   // What the Worker would refuse is refused before connecting: with NATS down, the user would
   // otherwise see "waiting for NATS" rather than the mistake.
   if (!isQueueName(queue)) throw new InvalidRequestError(`queue must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(queue)}`);
@@ -86,6 +88,7 @@ async function workAction(queue: string, argv: readonly string[], flags: WorkFla
   if (leaseMs !== undefined && (leaseMs < Limits.MinLeaseMs || leaseMs > Limits.MaxLeaseMs)) {
     throw new InvalidRequestError(`--lease-ms must be ${Limits.MinLeaseMs}..${Limits.MaxLeaseMs}, got ${leaseMs}`);
   }
+  if (prefetch !== undefined && (prefetch < 0 || prefetch > Limits.MaxClaimJobs)) throw new InvalidRequestError(`--prefetch must be 0..${Limits.MaxClaimJobs}, got ${prefetch}`);
   const url = serverFrom(flags.server) ?? DEFAULT_NATS_URL;
   const run: CommandRun = { file, args: argv.slice(1), noRetryCode, children: new Set(), stdin: 'job' };
   const log = logger.child({ component: 'work', queue });
@@ -102,6 +105,7 @@ async function workAction(queue: string, argv: readonly string[], flags: WorkFla
     queue,
     nc,
     concurrency,
+    ...(prefetch === undefined ? {} : { prefetch }),
     ...(leaseMs === undefined ? {} : { leaseMs }),
     ...(flags.node === undefined ? {} : { node: flags.node }),
     logger,
@@ -160,6 +164,7 @@ export function registerWorkCommands(program: Command): void {
     .argument('<command...>', 'the command and its arguments (after --)')
     .option('-s, --server <url>', 'NATS server URL (default: $NATS_URL, else nats://127.0.0.1:4222)')
     .option('--concurrency <n>', 'commands run at once (default 1)')
+    .option('--prefetch <n>', 'jobs claimed ahead while commands take under 10 ms on average (default: --concurrency; 0: none)')
     .option('--lease-ms <n>', 'lease per claim; heartbeats every third (default 30000)')
     .option('--fatal-exit-code <code>', 'this exit code fails the job without a retry')
     .option('--node <name>', "this worker's node: it runs the fan-out jobs' entries for this node (default: the host name)")

@@ -4,7 +4,8 @@
  * one commit), each answered on its own. A request in flight does not hold the next back: runs
  * gathered behind it missed the leader's next commit (it leaves when the previous one is
  * acknowledged, before that reply is back), so a worker's slots split between two commits.
- * Each sent request carries a claim for the slots it frees, so the next jobs come back with it.
+ * Each sent request carries a claim for the slots it frees, so the next jobs come back with it:
+ * handed to the Worker in the leader's order, before the runs the reply answers are resolved.
  */
 import type { Json } from '../../machines/index.js';
 import type { ClaimedJob } from '../commands/schemas.js';
@@ -13,14 +14,8 @@ import { DocketError, fromErrorBody, type ErrorBody } from '../errors.js';
 
 export type CompletionVerb = 'complete' | 'fail';
 
-/**
- * How one run's end was taken: its job's status and the job claimed for the slot it freed. A run
- * refused in a batch frees its slot all the same, and may have been handed a job for it.
- */
-export type CompletionOutcome =
-  | { readonly status: string; readonly next: ClaimedJob | undefined }
-  | { readonly refused: DocketError; readonly next?: ClaimedJob | undefined }
-  | { readonly undelivered: true };
+/** How one run's end was taken: its job's status, or why not. */
+export type CompletionOutcome = { readonly status: string } | { readonly refused: DocketError } | { readonly undelivered: true };
 
 /** A run's end as its completion (`result`) or failure (`error`) carries it: one item of `runs`. */
 export interface RunEnd {
@@ -62,6 +57,8 @@ export class CompletionBatcher {
    * rather than claiming more (README "Workers"). A completion is idempotent by run id already.
    */
   private readonly unanswered: Record<string, unknown>[] = [];
+  /** Jobs asked for by the next claims of sends in flight. */
+  private askedInFlight = 0;
 
   constructor(
     private readonly verb: CompletionVerb,
@@ -70,12 +67,18 @@ export class CompletionBatcher {
     private readonly nextClaim: (max: number) => Record<string, unknown> | undefined,
     private readonly backoffMs: (attempt: number) => number,
     /**
-     * Jobs a reply claimed that no answered run takes: a resend's `next` may ask for more slots
-     * than its batch now holds, and a run answered `unavailable` is sent again while the job
-     * claimed for its slot is already ours. Run them: left alone they would wait out their leases.
+     * Every job a reply claimed, in the leader's order (queue order), before the runs it answers
+     * are resolved: the jobs for the slots the runs freed, those claimed ahead, and the one
+     * claimed for a run answered `unavailable` (sent again, while the job claimed for its slot is
+     * already ours). Left alone they would wait out their leases.
      */
-    private readonly extra: (jobs: readonly ClaimedJob[]) => void = () => undefined,
+    private readonly claimed: (jobs: readonly ClaimedJob[]) => void = () => undefined,
   ) {}
+
+  /** Jobs this batcher's next claims have asked for and not yet brought: sent, or to be sent again. */
+  get asking(): number {
+    return this.unanswered.reduce((sum, next) => sum + maxOf(next), this.askedInFlight);
+  }
 
   /** Reports one run's end (`{run_id, job_id, ...}`); resolves once the leader answered for it. */
   report(item: RunEnd): Promise<CompletionOutcome> {
@@ -94,28 +97,24 @@ export class CompletionBatcher {
 
   private async deliver(batch: Pending[]): Promise<void> {
     const next = this.unanswered.shift() ?? this.nextClaim(batch.length);
+    const asked = next === undefined ? 0 : maxOf(next);
+    this.askedInFlight += asked;
     let retry: Pending[] = [];
     try {
       if (batch.length === 1) {
         const only = batch[0]!;
-        const reply = await this.send<SingleReply>(this.verb, { ...only.item, ...(next ? { next } : {}) });
-        const [first, ...rest] = reply.jobs ?? [];
-        only.resolve({ status: reply.status, next: first });
-        if (rest.length > 0) this.extra(rest);
+        const reply = await this.send<SingleReply>(this.verb, { ...only.item, ...(next ? { next } : {}) }).finally(() => (this.askedInFlight -= asked));
+        if (reply.jobs !== undefined && reply.jobs.length > 0) this.claimed(reply.jobs);
+        only.resolve({ status: reply.status });
       } else {
-        const reply = await this.send<BatchReply>(this.verb, { runs: batch.map((p) => p.item), ...(next ? { next } : {}) });
-        const jobs = reply.jobs ?? [];
-        const untaken: ClaimedJob[] = jobs.slice(batch.length);
+        const reply = await this.send<BatchReply>(this.verb, { runs: batch.map((p) => p.item), ...(next ? { next } : {}) }).finally(() => (this.askedInFlight -= asked));
+        if (reply.jobs !== undefined && reply.jobs.length > 0) this.claimed(reply.jobs);
         batch.forEach((p, i) => {
           const answer = reply.runs[i];
-          if (answer?.ok) p.resolve({ status: answer.status, next: jobs[i] });
-          else if (answer && answer.error.code !== 'unavailable') p.resolve({ refused: fromErrorBody(answer.error), next: jobs[i] });
-          else {
-            retry.push(p);
-            if (jobs[i] !== undefined) untaken.push(jobs[i]);
-          }
+          if (answer?.ok) p.resolve({ status: answer.status });
+          else if (answer && answer.error.code !== 'unavailable') p.resolve({ refused: fromErrorBody(answer.error) });
+          else retry.push(p);
         });
-        if (untaken.length > 0) this.extra(untaken);
       }
     } catch (err) {
       if (err instanceof DocketError && err.code !== 'unavailable') {
@@ -138,4 +137,7 @@ export class CompletionBatcher {
   }
 }
 
-
+/** How many jobs a next claim asks for (a claim's `max`, 1 when absent). */
+function maxOf(next: Record<string, unknown>): number {
+  return typeof next['max'] === 'number' ? next['max'] : 1;
+}

@@ -29,6 +29,16 @@ const MAX_CLAIMS_IN_FLIGHT = 4;
  */
 const NEXT_CLAIM_WAIT_MS = 20;
 
+/**
+ * Runs shorter than this on average make a worker claim ahead (`prefetch`): a held job then waits
+ * a few milliseconds at most, about what a completion's commit takes to come back, and a worker
+ * of longer jobs (where that round trip is a small share of a run) keeps no job another worker
+ * could be running.
+ */
+const PREFETCH_MAX_RUN_MS = 10;
+/** The weight of the last run in the mean run time that decides claiming ahead. */
+const RUN_MS_WEIGHT = 0.2;
+
 /** A claimed job as the handler receives it (the claim reply's item). */
 export type WorkerJob = ClaimedJob;
 
@@ -78,6 +88,17 @@ export interface WorkerOptions {
   readonly local?: { readonly nc: NatsConnection; readonly work: LocalWork };
   /** Jobs run at once. @defaultValue 1 */
   readonly concurrency?: number;
+  /**
+   * Jobs claimed ahead, beyond `concurrency`, each held until a run ends: the next job is in hand
+   * while the last one's completion is being committed, instead of a round trip later. Claimed
+   * ahead by completions (their next claim asks for this room too, and takes only jobs ready
+   * then: an idle queue sees no more requests), and only while this worker's runs are short
+   * (under 10 ms on average), so a worker of longer jobs holds none that another worker could
+   * run. A held job is claimed (a run, leased and heartbeated like a running one) but its handler
+   * has not started; at most `concurrency` handlers run at once, and `close()` runs the held jobs
+   * before it returns. 0: claim only for free slots. 0..1000. @defaultValue concurrency, at most 1000
+   */
+  readonly prefetch?: number;
   /** Lease asked for each claim; heartbeats go every third of it. @defaultValue 30000 */
   readonly leaseMs?: number;
   /** How long one claim waits for work. @defaultValue 2000 */
@@ -125,7 +146,8 @@ export interface WorkerOptions {
  */
 class Run implements WorkerJobContext {
   declare readonly fanOut?: ClaimedFanOut;
-  readonly startedAt = Date.now();
+  /** When its handler started (a held job's, once a slot took it). */
+  startedAt = Date.now();
   /** Progress reported since the last heartbeat. */
   unsentProgress: Json | undefined = undefined;
   exitCode: number | undefined = undefined;
@@ -196,7 +218,14 @@ export class Worker {
   /** Jobs this worker has been handed, for maxJobs. */
   private taken = 0;
   private version = 'unknown';
+  /** Every run this worker holds: running, held for a slot (`prefetch`), or ended with its completion on its way. */
   private readonly active = new Map<string, Run>();
+  /** Runs claimed ahead, waiting for a slot, oldest first. */
+  private readonly held: Run[] = [];
+  /** Handlers running now: at most `concurrency`. */
+  private handlersRunning = 0;
+  /** Recent runs' mean time in ms (RUN_MS_WEIGHT on the last); undefined before the first ends. */
+  private runMs: number | undefined;
   /** Every run's `ctx.heartbeat`: one function for all of them. */
   private readonly heartbeatNow = (): Promise<void> => this.heartbeat();
   private loop: Promise<void> | undefined;
@@ -216,6 +245,7 @@ export class Worker {
   private claimsFailing = false;
   private readonly log: Logger;
   private readonly concurrency: number;
+  private readonly prefetch: number;
   private readonly leaseMs: number;
   private claimWaitMs: number;
   /** 0 once a node refused a waiting next claim (older than `next.wait_ms`). */
@@ -240,10 +270,14 @@ export class Worker {
     this.node = options.node ?? defaultNodeName();
     if (!NODE_NAME.test(this.node)) throw new InvalidRequestError(`node must be 1-128 characters of [A-Za-z0-9_.:-], got ${JSON.stringify(this.node)}`);
     this.concurrency = options.concurrency ?? 1;
+    this.prefetch = options.prefetch ?? Math.min(this.concurrency, Limits.MaxClaimJobs);
     this.leaseMs = options.leaseMs ?? JobDefaults.leaseMs;
     this.claimWaitMs = options.claimWaitMs ?? 2_000;
     if (!isQueueName(options.queue)) throw new InvalidRequestError(`queue must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(options.queue)}`);
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new InvalidRequestError(`concurrency must be a whole number of at least 1, got ${this.concurrency}`);
+    if (!Number.isInteger(this.prefetch) || this.prefetch < 0 || this.prefetch > Limits.MaxClaimJobs) {
+      throw new InvalidRequestError(`prefetch must be a whole number 0..${Limits.MaxClaimJobs}, got ${this.prefetch}`);
+    }
     if (!Number.isInteger(this.leaseMs) || this.leaseMs < Limits.MinLeaseMs || this.leaseMs > Limits.MaxLeaseMs) {
       throw new InvalidRequestError(`leaseMs must be ${Limits.MinLeaseMs}..${Limits.MaxLeaseMs}, got ${this.leaseMs}`);
     }
@@ -321,6 +355,8 @@ export class Worker {
         continue;
       }
       // One claim may ask for at most MaxClaimJobs; more slots fill over several claims.
+      // Claims ahead come only with completions (`capacity`): a claim of the loop's, parked at a
+      // queue with nothing ready, would only double the requests of a worker kept idle.
       const free = Math.min(this.concurrency - this.active.size - this.reserved, Limits.MaxClaimJobs, this.budgetLeft());
       if (free <= 0 || this.claimsInFlight >= MAX_CLAIMS_IN_FLIGHT || this.claimBackoff) {
         await this.nextChange();
@@ -410,43 +446,80 @@ export class Worker {
     return this.options.maxJobs === undefined ? Infinity : this.options.maxJobs - this.taken - this.reserved;
   }
 
+  /** Jobs the completions' next claims have asked for and not yet brought. */
+  private asking(): number {
+    return this.completions.complete.asking + this.completions.fail.asking;
+  }
+
+  /**
+   * Runs this worker may hold at once: its slots, and while its runs are short, `prefetch` more
+   * claimed ahead by its completions' next claims, which take only jobs ready then.
+   */
+  private capacity(): number {
+    return this.concurrency + (this.runMs !== undefined && this.runMs < PREFETCH_MAX_RUN_MS ? this.prefetch : 0);
+  }
+
+  /** A job handed to this worker: it runs now if a slot is free, or waits for one. */
   private run(job: WorkerJob): void {
     this.taken += 1;
     const run = new Run(job, this.node, this.heartbeatNow);
     this.active.set(job.run_id, run);
+    if (this.handlersRunning < this.concurrency) this.startRun(run);
+    else this.held.push(run);
+  }
+
+  private startRun(run: Run): void {
+    this.handlersRunning += 1;
+    run.startedAt = Date.now();
     void this.execute(run);
   }
 
-  /** Runs the handler, then reports the run's end; its slot goes to the job the report claimed. */
+  /** A handler returned: its slot takes the oldest held job (one whose lease was lost is dropped). */
+  private slotFreed(durationMs: number): void {
+    this.handlersRunning -= 1;
+    this.runMs = this.runMs === undefined ? durationMs : this.runMs + RUN_MS_WEIGHT * (durationMs - this.runMs);
+    while (this.handlersRunning < this.concurrency && this.held.length > 0) {
+      const run = this.held.shift()!;
+      if (!run.aborted) {
+        this.startRun(run);
+        continue;
+      }
+      // Its lease lapsed or the job was cancelled while it waited: not ours to run any more.
+      this.log.warn({ jobId: run.job.job_id, runId: run.runId }, 'held job lost before it ran');
+      this.active.delete(run.runId);
+      this.counts.lost += 1;
+      this.changed();
+    }
+  }
+
+  /**
+   * Runs the handler, then reports the run's end. Its slot goes to a held job as soon as the
+   * handler returns; the jobs the report's next claim brings are handed to `run` by the batcher.
+   */
   private async execute(run: Run): Promise<void> {
     const { job } = run;
     const log = childLogger(this.log, { jobId: job.job_id, runId: job.run_id });
     log.info({ attempt: job.attempt }, 'claimed');
-    let next: WorkerJob | undefined;
     try {
       const end = await this.settle(run);
+      this.slotFreed(end.duration_ms ?? 0);
       const verb = end.error === undefined ? 'complete' : 'fail';
       const done = await this.completions[verb].report(end);
       let status = 'lost';
       if ('status' in done) {
         this.counts[verb === 'complete' ? 'succeeded' : 'failed'] += 1;
         status = done.status;
-        next = done.next;
       } else if ('refused' in done) {
         // stale_run / invalid_transition: the run lost its job; the log already says how. In a
         // batch its slot was claimed for all the same.
         log.warn({ err: done.refused }, `${verb} refused`);
         this.counts.lost += 1;
-        next = done.next;
       } else {
         log.error(`${verb} not delivered; the lease will lapse`);
       }
       log.info({ status, durationMs: Date.now() - run.startedAt, ...(run.exitCode === undefined ? {} : { exitCode: run.exitCode }) }, 'finished');
     } finally {
       this.active.delete(job.run_id);
-      // The slot this run held goes to the job its completion claimed (even while closing:
-      // the job is ours now, and close() waits for it).
-      if (next !== undefined) this.run(next);
       this.changed();
     }
   }
@@ -480,13 +553,17 @@ export class Worker {
       (v, body) => this.sendCompletion(v, body),
       // A completion's claim is not counted in `reserved`: with maxJobs the claim loop alone asks,
       // so the bound holds exactly.
-      (max) =>
-        this.running && this.claiming && this.options.maxJobs === undefined
-          ? { ...this.claimFields(max), ...(this.nextMayWait(max) ? { wait_ms: this.nextClaimWaitMs } : {}), ...(this.claimIds ? { request_id: randomIds.next() } : {}) }
-          : undefined,
+      (max) => {
+        // The room left by the runs still to end (running or held) and by the jobs claims in
+        // flight will bring; while runs are short it holds jobs claimed ahead (`capacity`).
+        const want = Math.min(Limits.MaxClaimJobs, this.capacity() - this.handlersRunning - this.held.length - this.reserved - this.asking());
+        return this.running && this.claiming && this.options.maxJobs === undefined && want > 0
+          ? { ...this.claimFields(want), ...(this.nextMayWait(max) ? { wait_ms: this.nextClaimWaitMs } : {}), ...(this.claimIds ? { request_id: randomIds.next() } : {}) }
+          : undefined;
+      },
       (attempt) => Math.min(2_000, 100 * 2 ** attempt),
-      // Claimed for us with no run's slot to take them (see CompletionBatcher): they run now,
-      // for a moment past `concurrency` at most, rather than wait out their leases.
+      // In queue order, each to a free slot or held for one (even while closing: the jobs are
+      // ours now, and close() waits for them).
       (jobs) => {
         for (const job of jobs) this.run(job);
         this.changed();
@@ -578,7 +655,7 @@ export class Worker {
     }
   }
 
-  /** The runs in flight. */
+  /** The runs this worker holds: running, held for a slot (`prefetch`), or ended with their completion on its way. */
   get inFlight(): number {
     return this.active.size;
   }

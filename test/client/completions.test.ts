@@ -1,7 +1,7 @@
 /**
- * The Worker's completion batcher (src/client/completions.ts) with a scripted leader: jobs a reply
- * claimed that no answered run takes go to `extra` (the Worker runs them) instead of being
- * dropped to wait out their leases.
+ * The Worker's completion batcher (src/client/completions.ts) with a scripted leader: every job a
+ * reply claimed goes to `claimed` in the leader's order (the Worker runs or holds them), including
+ * those no answered run takes, instead of being dropped to wait out their leases.
  */
 import { describe, expect, test } from 'vitest';
 import { CompletionBatcher, type CompletionOutcome } from '../../src/client/completions.js';
@@ -13,7 +13,7 @@ const job = (n: number) => ({ job_id: `j${n}`, run_id: `r${n}` }) as unknown as 
 /** A batcher whose sends are answered, in order, by `replies` (an Error is thrown). */
 function scripted(replies: readonly (Record<string, unknown> | Error)[]) {
   const sent: Record<string, unknown>[] = [];
-  const extra: ClaimedJob[] = [];
+  const claimed: ClaimedJob[] = [];
   let k = 0;
   const batcher = new CompletionBatcher(
     'complete',
@@ -26,21 +26,22 @@ function scripted(replies: readonly (Record<string, unknown> | Error)[]) {
     },
     (max) => ({ worker: 'w', max, request_id: `q${sent.length}` }),
     () => 0,
-    (jobs) => void extra.push(...jobs),
+    (jobs) => void claimed.push(...jobs),
   );
-  return { batcher, sent, extra };
+  return { batcher, sent, claimed };
 }
 
 describe('CompletionBatcher', () => {
-  test('a single completion whose reply carries more jobs than its slot: the first is its next, the rest go to extra', async () => {
-    const { batcher, extra } = scripted([{ status: 'succeeded', jobs: [job(1), job(2)] }]);
-    const outcome: CompletionOutcome = await batcher.report({ run_id: 'a', job_id: 'ja' });
-    expect(outcome).toEqual({ status: 'succeeded', next: job(1) });
-    expect(extra).toEqual([job(2)]);
+  test('a single completion whose reply carries more jobs than its slot (claimed ahead): all go to claimed, in order, before the run is resolved', async () => {
+    const { batcher, claimed } = scripted([{ status: 'succeeded', jobs: [job(1), job(2)] }]);
+    const seenAtResolve: ClaimedJob[][] = [];
+    const outcome: CompletionOutcome = await batcher.report({ run_id: 'a', job_id: 'ja' }).then((o) => (seenAtResolve.push([...claimed]), o));
+    expect(outcome).toEqual({ status: 'succeeded' });
+    expect(seenAtResolve).toEqual([[job(1), job(2)]]);
   });
 
-  test('in a batch, the job claimed for a run answered unavailable goes to extra; the run is sent again without it', async () => {
-    const { batcher, sent, extra } = scripted([
+  test('in a batch, the job claimed for a run answered unavailable goes to claimed with the others; the run is sent again without it', async () => {
+    const { batcher, sent, claimed } = scripted([
       { runs: [{ ok: true, status: 'succeeded' }, { ok: false, error: { code: 'unavailable', message: 'moved' } }, { ok: true, status: 'succeeded' }], jobs: [job(1), job(2), job(3)] },
       { status: 'succeeded', jobs: [] },
     ]);
@@ -48,10 +49,10 @@ describe('CompletionBatcher', () => {
     const first = batcher.report({ run_id: 'a', job_id: 'ja' });
     const second = batcher.report({ run_id: 'b', job_id: 'jb' });
     const third = batcher.report({ run_id: 'c', job_id: 'jc' });
-    expect(await first).toEqual({ status: 'succeeded', next: job(1) });
-    expect(await third).toEqual({ status: 'succeeded', next: job(3) });
-    expect(await second).toEqual({ status: 'succeeded', next: undefined });
-    expect(extra).toEqual([job(2)]);
+    expect(await first).toEqual({ status: 'succeeded' });
+    expect(await third).toEqual({ status: 'succeeded' });
+    expect(await second).toEqual({ status: 'succeeded' });
+    expect(claimed).toEqual([job(1), job(2), job(3)]);
     expect(sent.map((s) => ('runs' in s ? (s['runs'] as unknown[]).length : 1))).toEqual([3, 1]);
   });
 
@@ -76,13 +77,14 @@ describe('CompletionBatcher', () => {
     // (the leader's next commit leaves before that reply comes back).
     expect(sent).toHaveLength(2);
     for (const answer of answers) answer({ status: 'succeeded' });
-    expect(await first).toEqual({ status: 'succeeded', next: undefined });
-    expect(await second).toEqual({ status: 'succeeded', next: undefined });
+    expect(await first).toEqual({ status: 'succeeded' });
+    expect(await second).toEqual({ status: 'succeeded' });
   });
 
   test('a send with no answer is sent again with the same next claim (same request id)', async () => {
-    const { batcher, sent } = scripted([new UnavailableError('no answer'), { status: 'succeeded', jobs: [job(1)] }]);
-    expect(await batcher.report({ run_id: 'a', job_id: 'ja' })).toEqual({ status: 'succeeded', next: job(1) });
+    const { batcher, sent, claimed } = scripted([new UnavailableError('no answer'), { status: 'succeeded', jobs: [job(1)] }]);
+    expect(await batcher.report({ run_id: 'a', job_id: 'ja' })).toEqual({ status: 'succeeded' });
+    expect(claimed).toEqual([job(1)]);
     expect(sent).toHaveLength(2);
     expect(sent[1]!['next']).toEqual(sent[0]!['next']);
   });

@@ -234,6 +234,9 @@ test('a command that cannot be started is refused when work starts, before it cl
     const badLease = startWork([queue, '--server', 'nats://127.0.0.1:1', '--lease-ms', '10', '--', 'true']);
     expect(await badLease.exited).toBe(1);
     expect(badLease.stderr()).toBe('error invalid_request: --lease-ms must be 1000..86400000, got 10\n');
+    const badPrefetch = startWork([queue, '--server', 'nats://127.0.0.1:1', '--prefetch', '1001', '--', 'true']);
+    expect(await badPrefetch.exited).toBe(1);
+    expect(badPrefetch.stderr()).toBe('error invalid_request: --prefetch must be 0..1000, got 1001\n');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

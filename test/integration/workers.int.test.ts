@@ -154,7 +154,7 @@ async function oldNodeStandIn(queue: string, refuses: (verb: 'claim' | 'complete
 }
 
 describe('Worker', () => {
-  test('never runs more than `concurrency` handlers at once; results are stored', async ({ task }) => {
+  test('without prefetch, never holds more than `concurrency` runs; results are stored', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const ids = await submitMany(queue, 9);
     const gate = deferred();
@@ -168,7 +168,7 @@ describe('Worker', () => {
       await gate.promise;
       active -= 1;
       return { doubled: (job.params['n'] as number) * 2 };
-    }, { concurrency: 3 });
+    }, { concurrency: 3, prefetch: 0 });
     await three.promise;
     // Three runs are open and the worker asks for no more while its slots are full.
     await caughtUp(node, jsm);
@@ -188,7 +188,7 @@ describe('Worker', () => {
     }
   });
 
-  test('jobs arriving one at a time while claims are parked: still never more than `concurrency` at once', async ({ task }) => {
+  test('jobs arriving one at a time while claims are parked: still never more than `concurrency` handlers at once, nor more runs than `concurrency` + `prefetch`', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     let active = 0;
     let maxActive = 0;
@@ -198,15 +198,79 @@ describe('Worker', () => {
       // The handler's own work: a few milliseconds, varying by job.
       await new Promise((r) => setTimeout(r, (job.params['n'] as number) % 7));
       active -= 1;
-    }, { concurrency: 4, claimWaitMs: 200 });
+    }, { concurrency: 4, prefetch: 2, claimWaitMs: 200 });
     const ids: string[] = [];
     for (let i = 0; i < 40; i++) ids.push((await client.submit({ queue, params: { n: i } })).job_id);
     await until(node, allEnded(ids), 'all forty succeeded');
     await eventually(() => w.counts.succeeded === 40, 'the worker counted forty successes');
     expect(maxActive).toBeLessThanOrEqual(4);
     const log = await queueLog(nc, queue);
-    expect(maxOpenRuns(log)).toBeLessThanOrEqual(4);
+    expect(maxOpenRuns(log)).toBeLessThanOrEqual(6);
     expect(doubleOpenRuns(log)).toEqual([]);
+  });
+
+  test('short runs: the worker claims up to `prefetch` jobs ahead and runs them in claim order, at most `concurrency` handlers at once', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const ids = await submitMany(queue, 30);
+    let active = 0;
+    let maxActive = 0;
+    const order: string[] = [];
+    const w = await startWorker(queue, async (job) => {
+      active += 1;
+      maxActive = Math.max(maxActive, active);
+      order.push(job.job_id);
+      await new Promise((r) => setImmediate(r));
+      active -= 1;
+    }, { concurrency: 1, prefetch: 3 });
+    await until(node, allEnded(ids), 'all thirty succeeded');
+    await eventually(() => w.counts.succeeded === 30, 'the worker counted thirty successes');
+    expect(maxActive).toBe(1);
+    expect(order).toEqual(ids);
+    const log = await queueLog(nc, queue);
+    // One slot and three jobs claimed ahead: four runs open at once, never more.
+    expect(maxOpenRuns(log)).toBe(4);
+    expect(doubleOpenRuns(log)).toEqual([]);
+  });
+
+  test('long runs: the worker claims nothing ahead, whatever its prefetch', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const ids = await submitMany(queue, 8);
+    const w = await startWorker(queue, () => new Promise((r) => setTimeout(() => r(null), 25)), { concurrency: 2, prefetch: 2 });
+    await until(node, allEnded(ids), 'all eight succeeded');
+    await eventually(() => w.counts.succeeded === 8, 'the worker counted eight successes');
+    expect(maxOpenRuns(await queueLog(nc, queue))).toBe(2);
+  });
+
+  test('a job held for a slot whose run is lost meanwhile (cancelled) is dropped, not run; close() runs the held jobs still ours', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    // The first job is short, so its completion claims ahead: the second job blocks the one slot
+    // until told, while the two after it are held.
+    const ids = await submitMany(queue, 4);
+    const ran: string[] = [];
+    const blocking = deferred<string>();
+    const release = deferred();
+    const w = await startWorker(queue, async (job, ctx) => {
+      ran.push(job.job_id);
+      if (ran.length === 2) {
+        blocking.resolve(job.job_id);
+        await release.promise;
+        // Learns now, not at the next timed heartbeat, which runs were lost.
+        await ctx.heartbeat();
+      }
+      return null;
+    }, { concurrency: 1, prefetch: 2 });
+    const running = await blocking.promise;
+    const first = ran[0];
+    const held = ids.filter((id) => id !== first && id !== running);
+    await until(node, (s) => held.every((id) => s.get(id)?.state.job.value === 'running'), 'the other two claimed ahead');
+    await client.cancel(held[0]!);
+    const closing = w.close();
+    release.resolve();
+    await closing;
+    expect(ran).toEqual([first, running, held[1]]);
+    expect(w.counts).toEqual({ succeeded: 3, failed: 0, lost: 1 });
+    expect(node.store.get(held[1]!)?.state.job.value).toBe('succeeded');
+    expect(node.store.get(held[0]!)?.state.job.value).toBe('cancelled');
   });
 
   test('a thrown error fails the run with its message; NonRetryableJobError ends the chain; a retry then succeeds', async ({ task }) => {
@@ -397,6 +461,9 @@ describe('Worker', () => {
     const cases: Record<string, Partial<WorkerOptions>> = {
       'leaseMs below the minimum lease': { leaseMs: 500 },
       'concurrency 0': { concurrency: 0 },
+      'prefetch -1': { prefetch: -1 },
+      'prefetch 1.5': { prefetch: 1.5 },
+      'prefetch above the most one claim may ask for': { prefetch: 1_001 },
       'claimWaitMs above the longest long poll': { claimWaitMs: 120_000 },
       'a queue name that is not one': { queue: 'not a queue' },
     };
@@ -422,10 +489,11 @@ describe('Worker', () => {
     const sub = nc.subscribe(subjects.work(queue, 'claim'), { callback: () => void (claims += 1) });
     await nc.flush();
     const order: string[] = [];
+    // Without prefetch: claims ahead would bring jobs by claims of their own.
     const w = await startWorker(queue, async (job) => {
       order.push(job.job_id);
       return null;
-    });
+    }, { prefetch: 0 });
     await until(node, allEnded(ids), 'all forty succeeded');
     await eventually(() => w.counts.succeeded === 40, 'every completion acknowledged');
     sub.unsubscribe();
@@ -438,8 +506,8 @@ describe('Worker', () => {
     expect(log.filter((e) => e.type === 'job.claimed')).toHaveLength(40);
   });
 
-  test('concurrency 1, each job submitted once the previous one is seen completed: every job is claimed in its submit\'s commit, by the completion\'s waiting next claim', async ({ task }) => {
-    const queue = uniqueQueue(task.name);
+  test.each([0, 1])('concurrency 1, each job submitted once the previous one is seen completed: every job is claimed in its submit\'s commit, by the completion\'s waiting next claim (prefetch %i)', async (prefetch) => {
+    const queue = uniqueQueue(`latency-loop-prefetch-${prefetch}`);
     let claims = 0;
     const sub = nc.subscribe(subjects.work(queue, 'claim'), { callback: () => void (claims += 1) });
     await nc.flush();
@@ -449,7 +517,7 @@ describe('Worker', () => {
     const completions = live[Symbol.asyncIterator]();
     // A long wait for the next job (the default is 20 ms), so that a slow turn of this loaded
     // test machine between a completion and the next submit cannot make the check flaky.
-    await startWorker(queue, () => null, { claimWaitMs: 2_000, nextClaimWaitMs: 2_000 });
+    await startWorker(queue, () => null, { claimWaitMs: 2_000, nextClaimWaitMs: 2_000, prefetch });
     await untilParked(node, queue, 1);
     const ids: string[] = [];
     try {
@@ -471,7 +539,8 @@ describe('Worker', () => {
     // The completion's next claim was parked before its live event went out, so the submit that
     // followed found it waiting: no job waited for a commit of its own claim.
     expect(ids.filter((id) => commitOf(id, 'job.claimed') !== commitOf(id, 'job.submitted'))).toEqual([]);
-    // Only the first claim was the worker's own long poll; every later job came with a completion's reply.
+    // Only the first claim was the worker's own long poll; every later job came with a
+    // completion's reply. Claiming ahead sends no more requests to a queue with nothing ready.
     expect(claims).toBe(1);
   });
 
@@ -479,7 +548,8 @@ describe('Worker', () => {
     const queue = 'old-node';
     const old = await oldNodeStandIn(queue, (verb, body) => (verb === 'complete' && isObject(body['next']) && 'wait_ms' in body['next'] ? 'next.wait_ms' : null));
     const { completions } = old;
-    const w = new DocketWorker({ servers: old.url, queue, handler: () => null, claimWaitMs: 500 });
+    // Without prefetch, the one completion holds every run the worker has: its next claim waits.
+    const w = new DocketWorker({ servers: old.url, queue, handler: () => null, claimWaitMs: 500, prefetch: 0 });
     try {
       await w.start();
       await eventually(() => w.counts.succeeded === 1, 'the completion taken');
@@ -519,7 +589,8 @@ describe('Worker', () => {
     const ids = await submitMany(queue, 2);
     const lossy = await connect({ servers: server.url, name: 'lossy-worker' });
     const dropped = dropFirstReplyWithJobs(lossy, 'complete');
-    const w = new DocketWorker({ nc: dropped.nc, queue, handler: () => 'ran', leaseMs: 30_000, claimWaitMs: 500 });
+    // Without prefetch: the second job comes with the first one's completion, not a claim of its own.
+    const w = new DocketWorker({ nc: dropped.nc, queue, handler: () => 'ran', leaseMs: 30_000, claimWaitMs: 500, prefetch: 0 });
     try {
       workers.add(w);
       await w.start();
