@@ -75,9 +75,13 @@ export class CompletionBatcher {
     private readonly claimed: (jobs: readonly ClaimedJob[]) => void = () => undefined,
   ) {}
 
-  /** Jobs this batcher's next claims have asked for and not yet brought: sent, or to be sent again. */
+  /**
+   * Jobs the next claims of this batcher's sends in flight ask for. A next claim waiting to be sent
+   * again is not counted: it may wait for a later completion for ever (its own runs given up), and
+   * while it waits the worker may claim past its room by as much, once, after a failed send.
+   */
   get asking(): number {
-    return this.unanswered.reduce((sum, next) => sum + maxOf(next), this.askedInFlight);
+    return this.askedInFlight;
   }
 
   /** Reports one run's end (`{run_id, job_id, ...}`); resolves once the leader answered for it. */

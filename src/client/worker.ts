@@ -31,9 +31,9 @@ const NEXT_CLAIM_WAIT_MS = 20;
 
 /**
  * Runs shorter than this on average make a worker claim ahead (`prefetch`): a held job then waits
- * a few milliseconds at most, about what a completion's commit takes to come back, and a worker
- * of longer jobs (where that round trip is a small share of a run) keeps no job another worker
- * could be running.
+ * about as long as a completion's commit takes to come back (longer behind a run far above the
+ * average), and a worker of longer jobs (where that round trip is a small share of a run) keeps
+ * no job another worker could be running.
  */
 const PREFETCH_MAX_RUN_MS = 10;
 /** The weight of the last run in the mean run time that decides claiming ahead. */
@@ -94,9 +94,11 @@ export interface WorkerOptions {
    * ahead by completions (their next claim asks for this room too, and takes only jobs ready
    * then: an idle queue sees no more requests), and only while this worker's runs are short
    * (under 10 ms on average), so a worker of longer jobs holds none that another worker could
-   * run. A held job is claimed (a run, leased and heartbeated like a running one) but its handler
-   * has not started; at most `concurrency` handlers run at once, and `close()` runs the held jobs
-   * before it returns. 0: claim only for free slots. 0..1000. @defaultValue concurrency, at most 1000
+   * run; a held job waits longer behind a run far above that average. A held job is claimed (a
+   * run, leased and heartbeated like a running one, counted by the queue's concurrency limits)
+   * but its handler has not started; at most `concurrency` handlers run at once, and `close()`
+   * runs the held jobs before it returns. With `maxJobs` nothing is claimed ahead (completions
+   * claim nothing). 0: claim only for free slots. 0..1000. @defaultValue concurrency, at most 1000
    */
   readonly prefetch?: number;
   /** Lease asked for each claim; heartbeats go every third of it. @defaultValue 30000 */
@@ -501,8 +503,13 @@ export class Worker {
     const log = childLogger(this.log, { jobId: job.job_id, runId: job.run_id });
     log.info({ attempt: job.attempt }, 'claimed');
     try {
-      const end = await this.settle(run);
-      this.slotFreed(end.duration_ms ?? 0);
+      let end: RunEnd;
+      try {
+        end = await this.settle(run);
+      } finally {
+        // Whatever happened, the handler is over: its slot must not be lost (close() waits for it).
+        this.slotFreed(Date.now() - run.startedAt);
+      }
       const verb = end.error === undefined ? 'complete' : 'fail';
       const done = await this.completions[verb].report(end);
       let status = 'lost';

@@ -6,7 +6,7 @@
 import { describe, expect, test } from 'vitest';
 import { CompletionBatcher, type CompletionOutcome } from '../../src/client/completions.js';
 import type { ClaimedJob } from '../../src/commands/schemas.js';
-import { UnavailableError } from '../../src/errors.js';
+import { DocketError, UnavailableError } from '../../src/errors.js';
 
 const job = (n: number) => ({ job_id: `j${n}`, run_id: `r${n}` }) as unknown as ClaimedJob;
 
@@ -87,5 +87,39 @@ describe('CompletionBatcher', () => {
     expect(claimed).toEqual([job(1)]);
     expect(sent).toHaveLength(2);
     expect(sent[1]!['next']).toEqual(sent[0]!['next']);
+  });
+
+  test('asking counts the jobs a next claim in flight asks for, and is back to 0 once it is answered, refused or given up', async () => {
+    const answers: ((reply: unknown) => void)[] = [];
+    const failures: ((err: Error) => void)[] = [];
+    const batcher = new CompletionBatcher(
+      'complete',
+      <T>(): Promise<T> => new Promise<T>((resolve, reject) => {
+        answers.push(resolve as (reply: unknown) => void);
+        failures.push(reject);
+      }),
+      (max) => ({ worker: 'w', max: max + 2 }),
+      () => 0,
+    );
+    const answered = batcher.report({ run_id: 'a', job_id: 'ja' });
+    await new Promise((resolve) => setImmediate(resolve));
+    // One run freed, two more claimed ahead.
+    expect(batcher.asking).toBe(3);
+    answers[0]!({ status: 'succeeded', jobs: [] });
+    await answered;
+    expect(batcher.asking).toBe(0);
+    const refused = batcher.report({ run_id: 'b', job_id: 'jb' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(batcher.asking).toBe(3);
+    failures[1]!(new DocketError('stale_run', 'the run no longer holds its job'));
+    expect(await refused).toMatchObject({ refused: { code: 'stale_run' } });
+    expect(batcher.asking).toBe(0);
+  });
+
+  test('a completion given up after its sends failed leaves nothing asked for', async () => {
+    const { batcher, sent } = scripted(Array.from({ length: 20 }, () => new UnavailableError('no leader')));
+    expect(await batcher.report({ run_id: 'a', job_id: 'ja' })).toEqual({ undelivered: true });
+    expect(sent).toHaveLength(20);
+    expect(batcher.asking).toBe(0);
   });
 });

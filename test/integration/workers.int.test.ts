@@ -243,8 +243,9 @@ describe('Worker', () => {
 
   test('a job held for a slot whose run is lost meanwhile (cancelled) is dropped, not run; close() runs the held jobs still ours', async ({ task }) => {
     const queue = uniqueQueue(task.name);
-    // The first job is short, so its completion claims ahead: the second job blocks the one slot
-    // until told, while the two after it are held.
+    // The first job is short (its handler returns at once: its run is timed within one turn of
+    // the event loop, far under 10 ms), so its completion claims ahead: the second job blocks the
+    // one slot until told, while the two after it are held.
     const ids = await submitMany(queue, 4);
     const ran: string[] = [];
     const blocking = deferred<string>();
