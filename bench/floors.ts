@@ -2,8 +2,9 @@
  * The round trips every submit -> completed crosses, measured alone on a fresh nats-server: a
  * core NATS request/reply (nats.js on both ends) and a JetStream append acknowledged (a publish
  * with Nats-Msg-Id and an expected last subject sequence, the headers docket's appends carry),
- * one after another. docket's path crosses three appends and four one-way hops (client -> node,
- * node -> worker, worker -> node, stream -> the client's event consumer), so their sum is the
+ * one after another. docket's path crosses two appends (the submit with the claim of the worker's
+ * parked claim, then the completion) and four one-way hops (client -> node,
+ * node -> worker, worker -> node, node -> the client's live subscription), so their sum is the
  * floor of its latency row.
  *
  *   npx tsx bench/floors.ts [samples=2000]
@@ -40,8 +41,8 @@ try {
   }
   const row = (name: string, xs: number[]) => `${name}: p50 ${pct(xs, 50).toFixed(3)} ms, p99 ${pct(xs, 99).toFixed(3)} ms`;
   process.stdout.write(`${row('core request/reply round trip', rtt)}\n${row('JetStream append, publish -> ack', ack)}\n`);
-  const floor = 3 * pct(ack, 50) + 2 * pct(rtt, 50);
-  process.stdout.write(`floor of submit -> completed (3 appends + 4 one-way hops), p50 terms: ${floor.toFixed(3)} ms\n`);
+  const floor = 2 * pct(ack, 50) + 2 * pct(rtt, 50);
+  process.stdout.write(`floor of submit -> completed (2 appends + 4 one-way hops), p50 terms: ${floor.toFixed(3)} ms\n`);
 } finally {
   await requester.close();
   await responder.close();
