@@ -3,7 +3,7 @@
  * may fly while another group's jobs run. Measures whether a node serving one batching worker
  * idles between that worker's commits (it would gain from lanes) or is CPU-bound (it would not).
  *
- *   [SLOTS=100] BENCH_NODE_DIST=1 npx tsx bench/worker-lanes.ts [jobs=30000] [lanes=1]
+ *   [SLOTS=100] [HANDLER_MS=0] BENCH_NODE_DIST=1 npx tsx bench/worker-lanes.ts [jobs=30000] [lanes=1]
  */
 import { startNatsServer } from '../test/support/nats-server.js';
 import { connectClient, startDocketNode, tempDir, workerClass } from './lib/docket.js';
@@ -15,6 +15,8 @@ const lanes = Number(process.argv[3] ?? 1);
 const QUEUE = 'lanes';
 /** Slots in all (`SLOTS`, 100 by default), split evenly over the lanes. */
 const slots = Number(process.env['SLOTS'] ?? 100);
+/** How long each job's handler takes (`HANDLER_MS`, a timer; 0 by default: no-op jobs). */
+const handlerMs = Number(process.env['HANDLER_MS'] ?? 0);
 
 /** A process's CPU so far (user + kernel), in ms. */
 function cpuMs(pid: number): number {
@@ -33,6 +35,7 @@ let gotJob!: () => void;
 let firstJob = new Promise<void>((resolve) => (gotJob = resolve));
 const handler = async (): Promise<null> => {
   gotJob();
+  if (handlerMs > 0) await new Promise((resolve) => setTimeout(resolve, handlerMs));
   if (++handled === n) allDone();
   return null;
 };
