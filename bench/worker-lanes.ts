@@ -1,6 +1,7 @@
 /**
- * End to end with a worker of its own, its slots (100, or `SLOTS`) split over `lanes` Workers, each started once the previous one has its first job, so that one group's commit
- * may fly while another group's jobs run. Measures whether a node serving one batching worker
+ * End to end with a worker of its own, its slots (100, or `SLOTS`) split over `lanes` Workers,
+ * each started once the previous one has its first job, so that one group's commit may fly while
+ * another group's jobs run. Measures whether a node serving one batching worker
  * idles between that worker's commits (it would gain from lanes) or is CPU-bound (it would not).
  *
  *   [SLOTS=100] [HANDLER_MS=0] BENCH_NODE_DIST=1 npx tsx bench/worker-lanes.ts [jobs=30000] [lanes=1]
