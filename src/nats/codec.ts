@@ -3,7 +3,7 @@
  * unknown event type is silently ignored by XState at run time, so the codec names it here.
  */
 import { hash } from 'node:crypto';
-import { AGGREGATE_KINDS, COMMIT_VERSION, JOB_EVENT_TYPES, type Commit, type Envelope, type JobEvent } from '../../machines/index.js';
+import { AGGREGATE_KINDS, compactSubmitted, COMMIT_VERSION, expandSubmitted, JOB_EVENT_TYPES, type Commit, type Envelope, type JobEvent, type JobSubmittedData } from '../../machines/index.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
 const KINDS = new Set<string>(AGGREGATE_KINDS);
@@ -17,8 +17,21 @@ export function encodeJson(value: unknown): Uint8Array {
   return Buffer.from(JSON.stringify(value));
 }
 
+/**
+ * An event's JSON as the log stores it: a `job.submitted` without the fields that hold what their
+ * absence means (machines/job.events.ts SubmittedAbsent), every other event as it is.
+ * `decodeCommit` puts them back.
+ */
+export function encodeEvent(event: Envelope): string {
+  return JSON.stringify(storedEvent(event));
+}
+
+function storedEvent(event: Envelope): Envelope {
+  return event.type === 'job.submitted' ? { ...event, data: compactSubmitted(event.data as JobSubmittedData, event.time) } : event;
+}
+
 export function encodeCommit(commit: Commit): Uint8Array {
-  return encodeJson(commit);
+  return encodeJson({ ...commit, events: commit.events.map(storedEvent) });
 }
 
 /** The hash a partition's next commit carries as `prev_hash`: SHA-256 of this payload as stored. */
@@ -65,7 +78,12 @@ export function decodeCommit(bytes: Uint8Array): Commit {
   const writer = value['writer'];
   if (!isObject(writer) || typeof writer['node'] !== 'string' || typeof writer['epoch'] !== 'number') throw new UndecodableEventError('commit lacks its writer');
   if (!(value['prev_hash'] === null || typeof value['prev_hash'] === 'string')) throw new UndecodableEventError('commit prev_hash is not a string or null');
-  if (!Array.isArray(value['events'])) throw new UndecodableEventError('commit lacks events');
+  const events = value['events'];
+  if (!Array.isArray(events)) throw new UndecodableEventError('commit lacks events');
+  for (const event of events) {
+    // Shape is checked where each event is folded; a submit only needs its data and time here.
+    if (isObject(event) && event['type'] === 'job.submitted' && isObject(event['data']) && typeof event['time'] === 'string') expandSubmitted(event['data'], event['time']);
+  }
   return value as unknown as Commit;
 }
 

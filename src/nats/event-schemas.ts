@@ -12,7 +12,7 @@
  * a consumer refuse the log); the test also checks that no field the node writes is undocumented.
  */
 import { z } from 'zod';
-import { AGGREGATE_KINDS, aggregateDefinition, CatchupPolicies, COMMIT_VERSION, FireTriggers, MissReasons, OverlapPolicies, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, RemovalReasons, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
+import { AGGREGATE_KINDS, aggregateDefinition, CatchupPolicies, COMMIT_VERSION, FireTriggers, MissReasons, OverlapPolicies, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, RemovalReasons, SubmittedAbsent, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
 import type { JsonSchema } from '../commands/json-schemas.js';
 import { Limits } from '../commands/limits.js';
 import { ID_TOKEN, QUEUE_NAME } from './subjects.js';
@@ -47,22 +47,26 @@ const durationMs = z.int().min(0).describe('How long the handler ran (ms), as th
 
 const exitCode = z.int().describe("The command's exit code (docket work), when the worker reported one.").optional();
 
+/** The log stores a submit without the fields that hold these values (machines/job.events.ts SubmittedAbsent). */
+const absent = (field: keyof typeof SubmittedAbsent): string => `Absent: ${JSON.stringify(SubmittedAbsent[field])} (the log leaves out a field that holds it).`;
+
 export const jobEventDataSchemas = {
   'job.submitted': z.looseObject({
     job_id: idToken.describe('The job id: the same as the aggregate id.'),
     key: z
       .union([z.string(), jsonObject('A key')])
       .nullable()
-      .describe(`The job's readable key (a string or an object), or null. ${byteNote('The key is', Limits.MaxKeyBytes)}`),
+      .describe(`The job's readable key (a string or an object), or null. ${byteNote('The key is', Limits.MaxKeyBytes)} ${absent('key')}`)
+      .optional(),
     params: jsonObject('The params').describe(`The params: a JSON object ${DEPTH_NOTE}. ${byteNote('They are', Limits.MaxParamsBytes)}`),
     priority: z.int().min(Priority.Min).max(Priority.Max).describe('0..255, lower first.'),
-    position: z.number().nullable().describe("Second part of the order key; null: this event's own position in the log."),
-    run_at: isoTime.describe('The job may be claimed from this time.'),
-    max_attempts: z.int().min(1),
-    backoff,
-    attempt: z.int().min(1).describe("1 for a new job; the failed job's attempt + 1 for a retry."),
-    retry_of: idToken.nullable().describe('The failed job this one retries, or null.'),
-    waiting: z.boolean().describe('true: the job waits until job.released.'),
+    position: z.number().nullable().describe(`Second part of the order key; null: this event's own position in the log. ${absent('position')}`).optional(),
+    run_at: isoTime.describe("The job may be claimed from this time. Absent: the event's own time.").optional(),
+    max_attempts: z.int().min(1).describe(absent('max_attempts')).optional(),
+    backoff: backoff.describe(absent('backoff')).optional(),
+    attempt: z.int().min(1).describe(`1 for a new job; the failed job's attempt + 1 for a retry. ${absent('attempt')}`).optional(),
+    retry_of: idToken.nullable().describe(`The failed job this one retries, or null. ${absent('retry_of')}`).optional(),
+    waiting: z.boolean().describe(`true: the job waits until job.released. ${absent('waiting')}`).optional(),
     concurrency_key: z.string().nullable().describe("Flow control's key: the queue's key_concurrency and key_rate hold per key. Absent or null: none.").optional(),
     depends_on: z.array(idToken).describe('Jobs (any queue) it waits for: released when all succeeded, skipped when one ends otherwise. Absent: none.').optional(),
     template: z.looseObject({ name: z.string(), revision: z.int().min(1) }).describe('The template (and its revision) the job was made from. Absent: none.').optional(),

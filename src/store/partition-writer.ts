@@ -15,7 +15,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { COMMIT_VERSION, positionOf, type AggregateKind, type Commit, type Envelope, type Position } from '../../machines/index.js';
 import { InvalidRequestError, UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { commitHash, decodeCommit } from '../nats/codec.js';
+import { commitHash, decodeCommit, encodeEvent } from '../nats/codec.js';
 import { MSG_ID_HEADER, STREAM, subjects } from '../nats/subjects.js';
 import { AppendConflictError, type EventStore } from './event-store.js';
 
@@ -245,7 +245,7 @@ export class PartitionWriter {
    */
   append(events: readonly Envelope[]): Promise<Position[]> {
     if (this.closedWith) return Promise.reject(this.closedWith);
-    const json = events.map((event) => JSON.stringify(event));
+    const json = events.map(encodeEvent);
     const encoded = encodeEvents(json, byteLengths(json));
     if (encoded.bytes > EVENTS_MAX_BYTES || events.length > COMMIT_LIMITS.maxEvents) {
       return Promise.reject(new InvalidRequestError(`events of ${encoded.bytes} bytes do not fit in one commit (limit ${COMMIT_LIMITS.maxBytes})`));
@@ -272,7 +272,7 @@ export class PartitionWriter {
    * waiting function's frame (they would outlive the young generation), only their bytes.
    */
   private enqueueGroups(events: readonly Envelope[]): { readonly count: number; readonly done: Promise<Position[]> }[] {
-    const json = events.map((event) => JSON.stringify(event));
+    const json = events.map(encodeEvent);
     const sizes = byteLengths(json);
     // Checked before anything is queued: nothing of a refused call is committed.
     const tooBig = sizes.find((size) => inCommit(size) > EVENTS_MAX_BYTES);

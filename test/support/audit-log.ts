@@ -10,7 +10,7 @@ import { headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core'
 import { jetstream, jetstreamManager, type PubAck } from '@nats-io/jetstream';
 import type { JobEvent, JobEventType } from '../../machines/index.js';
 import type { EventRef, RecordedMessage } from '../../src/audit/index.js';
-import { commitHash } from '../../src/nats/codec.js';
+import { commitHash, encodeCommit } from '../../src/nats/codec.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, STREAM } from '../../src/nats/subjects.js';
 import { retryJobId } from '../../src/ids.js';
 
@@ -312,7 +312,8 @@ function payloadOf(planned: PlannedCommit, commitId: string, prevHash: string | 
     prev_hash: o.prevHash === undefined ? prevHash : o.prevHash,
     events: planned.events,
   };
-  return Buffer.from(JSON.stringify(commit));
+  // As a node stores it: a submit without the fields that hold their absent values.
+  return encodeCommit(commit as Parameters<typeof encodeCommit>[0]);
 }
 
 export interface RecordedLog {
