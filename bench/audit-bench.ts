@@ -18,6 +18,7 @@ import { createInbox, headers as natsHeaders, type NatsConnection } from '@nats-
 import type { JobEvent } from '../machines/index.js';
 import { Auditor, type AuditReport } from '../src/audit/index.js';
 import { retryJobId } from '../src/ids.js';
+import { encodeCommit } from '../src/nats/codec.js';
 import { connectNats } from '../src/nats/connection.js';
 import { ensureStream } from '../src/nats/streams.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, STREAM } from '../src/nats/subjects.js';
@@ -193,7 +194,8 @@ export async function writeLog(nc: NatsConnection, events: number, firstSeq: num
       }
       const seq = firstSeq + sent;
       const id = `bench-1-${sent + 1}`;
-      const payload = Buffer.from(JSON.stringify({ v: 2, commit: id, partition: `q.${QUEUE}`, writer: { node: 'bench-node', epoch: 1 }, prev_hash: prevHash, events: batch }));
+      // As a node stores it (a submit without the fields that hold their absent values).
+      const payload = encodeCommit({ v: 2, commit: id, partition: `q.${QUEUE}`, writer: { node: 'bench-node', epoch: 1 }, prev_hash: prevHash, events: batch });
       prevHash = createHash('sha256').update(payload).digest('hex');
       const h = natsHeaders();
       h.set(MSG_ID_HEADER, id);
