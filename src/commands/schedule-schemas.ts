@@ -10,10 +10,9 @@ import { CatchupPolicies, OverlapPolicies, Priority, type ScheduleSpec, type Tim
 import { canonicalTimeZone, cronProblem, ticksAfter } from '../../machines/schedule-timing.js';
 import { InvalidRequestError } from '../errors.js';
 import { Limits, ScheduleDefaults } from './limits.js';
-import { aggregateName, backoffSchema, commandId, jsonObject, queueName } from './schemas.js';
+import { aggregateName, backoffSchema, commandId, jsonBytesAtMost, jsonObject, queueName } from './schemas.js';
 
-const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
-const params = jsonObject.refine((p) => jsonBytes(p) <= Limits.MaxParamsBytes, { message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON` });
+const params = jsonObject.refine((p) => jsonBytesAtMost(p, Limits.MaxParamsBytes), { message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON` });
 
 /** A template's or schedule's name: its aggregate id, one subject token. */
 export const scheduleName = aggregateName;

@@ -27,7 +27,35 @@ export const jsonObject = z.custom<Record<string, unknown>>(
   (v) => v !== null && typeof v === 'object' && !Array.isArray(v) && isJson(v, 0),
   `must be a JSON object nested at most ${Limits.MaxJsonDepth} deep`,
 );
-const jsonBytes = (v: unknown) => Buffer.byteLength(JSON.stringify(v));
+/**
+ * Whether `value` (already checked to be JSON) is at most `max` bytes once encoded. A bound is
+ * summed first (6 bytes per UTF-16 unit of a string, the longest escape; 24 per number), and the
+ * value is encoded only when the bound is over: a bulk submit's small params are checked without
+ * a second JSON.stringify each (it was ~3% of the node's CPU in a bulk submit).
+ */
+export function jsonBytesAtMost(value: unknown, max: number): boolean {
+  return jsonBytesBound(value, max) <= max || Buffer.byteLength(JSON.stringify(value)) <= max;
+}
+
+/** An upper bound of the value's JSON bytes, or Infinity once past `cap`. */
+function jsonBytesBound(value: unknown, cap: number): number {
+  if (value === null || value === undefined || typeof value === 'boolean') return 5;
+  if (typeof value === 'number') return 24;
+  if (typeof value === 'string') return 2 + 6 * value.length;
+  let total = 2;
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      total += 1 + jsonBytesBound(item, cap - total);
+      if (total > cap) return Infinity;
+    }
+    return total;
+  }
+  for (const key in value as Record<string, unknown>) {
+    total += 4 + 6 * key.length + jsonBytesBound((value as Record<string, unknown>)[key], cap - total);
+    if (total > cap) return Infinity;
+  }
+  return total;
+}
 
 export const queueName = z.string().regex(QUEUE_NAME, 'must match [A-Za-z0-9_-]{1,64}');
 export const idToken = z.string().regex(ID_TOKEN, 'must be 1-128 characters of [A-Za-z0-9_-]');
@@ -55,17 +83,17 @@ export const backoffSchema = z
 /** A string of at most `max` bytes of UTF-8 (z.string().max counts UTF-16 units, not bytes). */
 const boundedString = (max: number) => z.string().refine((v) => Buffer.byteLength(v) <= max, { message: `must be at most ${max} bytes` });
 /** JSON data of at most `max` bytes once encoded. */
-const boundedJson = (max: number) => jsonValue.refine((v) => jsonBytes(v ?? null) <= max, { message: `must be at most ${max} bytes of JSON` });
+const boundedJson = (max: number) => jsonValue.refine((v) => jsonBytesAtMost(v ?? null, max), { message: `must be at most ${max} bytes of JSON` });
 
 /** A job's fields, shared by a single submit (with its command id) and a batch's items. */
 const jobSpecShape = {
   queue: queueName,
   key: z
     .union([z.string().min(1), jsonObject])
-    .refine((k) => jsonBytes(k) <= Limits.MaxKeyBytes, { message: `must be at most ${Limits.MaxKeyBytes} bytes of JSON` })
+    .refine((k) => jsonBytesAtMost(k, Limits.MaxKeyBytes), { message: `must be at most ${Limits.MaxKeyBytes} bytes of JSON` })
     .optional(),
   params: jsonObject
-    .refine((p) => jsonBytes(p) <= Limits.MaxParamsBytes, {
+    .refine((p) => jsonBytesAtMost(p, Limits.MaxParamsBytes), {
       message: `must be at most ${Limits.MaxParamsBytes} bytes of JSON`,
     })
     .optional(),
