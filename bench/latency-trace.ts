@@ -6,6 +6,7 @@
  * published, and how many messages, socket writes and commits a job took.
  *
  *   npx tsx bench/latency-trace.ts [jobs=300]
+ *   TRACE_SLOWEST=20 npx tsx bench/latency-trace.ts 3000   # also the 20 slowest jobs' largest gaps
  */
 import { createRequire } from 'node:module';
 import { Client } from '../src/client/client.js';
@@ -108,6 +109,12 @@ for (const group of ranked.slice(0, 3)) {
   first.forEach((hop, i) => {
     console.log(`  ${median(group.map((job) => job[i]!.t - job[0]!.t)).toFixed(3).padStart(7)}  ${hop.what}`);
   });
+}
+// TRACE_SLOWEST=N: the N slowest jobs, each with its largest gap between two hops (what it waited on).
+for (const job of [...perJob].sort((a, b) => b[b.length - 1]!.t - b[0]!.t - (a[a.length - 1]!.t - a[0]!.t)).slice(0, Number(process.env.TRACE_SLOWEST ?? 0))) {
+  let gap = { ms: 0, after: '', before: '' };
+  for (let i = 1; i < job.length; i++) if (job[i]!.t - job[i - 1]!.t > gap.ms) gap = { ms: job[i]!.t - job[i - 1]!.t, after: job[i - 1]!.what, before: job[i]!.what };
+  console.log(`slow: ${(job[job.length - 1]!.t - job[0]!.t).toFixed(3)} ms; largest gap ${gap.ms.toFixed(3)} ms, ${gap.after} -> ${gap.before}`);
 }
 abort.abort();
 await worker.close();
