@@ -195,7 +195,7 @@ export async function writeLog(nc: NatsConnection, events: number, firstSeq: num
       const seq = firstSeq + sent;
       const id = `bench-1-${sent + 1}`;
       // As a node stores it (a submit without the fields that hold their absent values).
-      const payload = encodeCommit({ v: 2, commit: id, partition: `q.${QUEUE}`, writer: { node: 'bench-node', epoch: 1 }, prev_hash: prevHash, events: batch });
+      const payload = encodeCommit({ commit: id, partition: `q.${QUEUE}`, writer: { node: 'bench-node', epoch: 1 }, prev_hash: prevHash, events: batch });
       prevHash = createHash('sha256').update(payload).digest('hex');
       const h = natsHeaders();
       h.set(MSG_ID_HEADER, id);

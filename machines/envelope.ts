@@ -40,8 +40,16 @@ export interface Envelope<TType extends string = string, TData = unknown> {
   readonly meta: EventMeta;
 }
 
-/** The commit format version this code writes and reads. */
-export const COMMIT_VERSION = 2 as const;
+/**
+ * The commit format version this code writes. 3 is 2 with each `job.submitted` stored without the
+ * fields that hold what their absence means (machines/job.events.ts SubmittedAbsent): a node
+ * that reads only 2 refuses such a commit by its version instead of folding submits with those
+ * fields missing. Both are read (READ_COMMIT_VERSIONS).
+ */
+export const COMMIT_VERSION = 3 as const;
+/** The commit format versions this code reads. */
+export const READ_COMMIT_VERSIONS = [2, 3] as const;
+export type CommitVersion = (typeof READ_COMMIT_VERSIONS)[number];
 
 export interface CommitWriter {
   readonly node: string;
@@ -51,7 +59,7 @@ export interface CommitWriter {
 
 /** One stored message of DOCKET. */
 export interface Commit<E extends Envelope = Envelope> {
-  readonly v: typeof COMMIT_VERSION;
+  readonly v: CommitVersion;
   /** Unique per writer (node, epoch, counter); the append's Nats-Msg-Id. */
   readonly commit: string;
   /** `q.<queue>` or `sys`. */

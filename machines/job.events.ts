@@ -76,18 +76,18 @@ export interface JobSubmittedData {
 }
 
 /**
- * What an absent field of a stored `job.submitted` means (log v2). The log stores a submit
- * without the fields that hold these values (`compactSubmitted`), and every read of the log puts
- * them back (`expandSubmitted`), so a submit costs 474 bytes less 181 in the typical case and
- * the machines, projections and SDK see the whole shape. These are facts of the log format,
- * not the command defaults (src/commands/limits.ts JobDefaults): changing one would change
- * what every stored log means, so they never change. A `run_at` that is absent is the event's
- * own `time`.
+ * What an absent field of a stored `job.submitted` means (commit format 3). The log stores a
+ * submit without the fields that hold these values, and every read of the log puts them back
+ * (src/nats/codec.ts), so a typical submit is ~290 bytes instead of ~470 and the machines,
+ * projections and SDK see the whole shape. These are facts of the log format, not the command
+ * defaults (src/commands/limits.ts JobDefaults): changing one would change what every stored
+ * log means, so they never change. A `run_at` that is absent is the event's own `time`.
  */
 export const SubmittedAbsent = Object.freeze({
   key: null,
   position: null,
   max_attempts: 1,
+  // One object for every submit read without one: frozen, so no reader can change another's.
   backoff: Object.freeze({ base_ms: 1_000, max_ms: 3_600_000, jitter: 0.2 }) as BackoffPolicy,
   attempt: 1,
   retry_of: null,
@@ -96,55 +96,6 @@ export const SubmittedAbsent = Object.freeze({
 
 /** A `job.submitted`'s data as stored: the fields that hold their `SubmittedAbsent` value left out. */
 export type StoredSubmittedData = Omit<JobSubmittedData, keyof typeof SubmittedAbsent | 'run_at'> & Partial<Pick<JobSubmittedData, keyof typeof SubmittedAbsent | 'run_at'>>;
-
-function isAbsentBackoff(b: BackoffPolicy): boolean {
-  const d = SubmittedAbsent.backoff;
-  return b === d || (b.base_ms === d.base_ms && b.max_ms === d.max_ms && b.jitter === d.jitter && Object.keys(b).length === 3);
-}
-
-/**
- * The stored form of a submit's data (`time`: its event's time). The fields keep the whole
- * form's order, so a compacted submit reads like the whole one with lines left out.
- */
-export function compactSubmitted(data: JobSubmittedData, time: string): StoredSubmittedData {
-  const out: Record<string, unknown> = { job_id: data.job_id };
-  if (data.key !== null) out['key'] = data.key;
-  out['params'] = data.params;
-  out['priority'] = data.priority;
-  if (data.position !== null) out['position'] = data.position;
-  if (data.run_at !== time) out['run_at'] = data.run_at;
-  if (data.max_attempts !== SubmittedAbsent.max_attempts) out['max_attempts'] = data.max_attempts;
-  if (!isAbsentBackoff(data.backoff)) out['backoff'] = data.backoff;
-  if (data.attempt !== SubmittedAbsent.attempt) out['attempt'] = data.attempt;
-  if (data.retry_of !== null) out['retry_of'] = data.retry_of;
-  if (data.waiting) out['waiting'] = true;
-  for (const field of SUBMITTED_OPTIONAL) if (data[field] !== undefined) out[field] = data[field];
-  return out as unknown as StoredSubmittedData;
-}
-
-/** The fields a submit holds only when it has them: copied as they are. */
-const SUBMITTED_OPTIONAL = ['concurrency_key', 'depends_on', 'template', 'schedule', 'fan_out'] as const satisfies readonly (keyof JobSubmittedData)[];
-// A field added to JobSubmittedData and not to compactSubmitted would be lost from the log: this
-// fails to compile until it is placed.
-type Unplaced = Exclude<keyof JobSubmittedData, 'job_id' | 'params' | 'priority' | 'run_at' | keyof typeof SubmittedAbsent | (typeof SUBMITTED_OPTIONAL)[number]>;
-const everyFieldPlaced: [Unplaced] extends [never] ? true : Unplaced = true;
-void everyFieldPlaced;
-
-/**
- * Puts a stored submit's absent fields back, in place (it is the reader's own parsed object);
- * a submit stored whole is left as it is. Only `undefined` is filled: a stored null where a
- * number belongs stays, for the audit to name.
- */
-export function expandSubmitted(data: Record<string, unknown>, time: string): void {
-  if (data['key'] === undefined) data['key'] = SubmittedAbsent.key;
-  if (data['position'] === undefined) data['position'] = SubmittedAbsent.position;
-  if (data['run_at'] === undefined) data['run_at'] = time;
-  if (data['max_attempts'] === undefined) data['max_attempts'] = SubmittedAbsent.max_attempts;
-  if (data['backoff'] === undefined) data['backoff'] = SubmittedAbsent.backoff;
-  if (data['attempt'] === undefined) data['attempt'] = SubmittedAbsent.attempt;
-  if (data['retry_of'] === undefined) data['retry_of'] = SubmittedAbsent.retry_of;
-  if (data['waiting'] === undefined) data['waiting'] = SubmittedAbsent.waiting;
-}
 
 export interface JobClaimedData {
   readonly run_id: string;

@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { JobEvent } from '../../machines/index.js';
-import { encodeEvent } from '../../src/nats/codec.js';
+import { encodeCommit } from '../../src/nats/codec.js';
 
 export const EVENTS_PER_JOB = 8;
 export const WINDOW = 1_000;
@@ -51,9 +51,8 @@ export class CommitChain {
   /** The next commit's payload as stored. */
   next(events: readonly JobEvent[]): Uint8Array {
     this.count += 1;
-    // Events as a node stores them (a submit without the fields that hold their absent values).
-    const head = JSON.stringify({ v: 2, commit: `${this.node}-1-${this.count}`, partition: `q.${this.queue}`, writer: { node: this.node, epoch: 1 }, prev_hash: this.prevHash });
-    const payload = Buffer.from(`${head.slice(0, -1)},"events":[${events.map(encodeEvent).join(',')}]}`);
+    // As a node stores it (a submit without the fields that hold their absent values).
+    const payload = encodeCommit({ commit: `${this.node}-1-${this.count}`, partition: `q.${this.queue}`, writer: { node: this.node, epoch: 1 }, prev_hash: this.prevHash, events });
     this.prevHash = createHash('sha256').update(payload).digest('hex');
     return payload;
   }

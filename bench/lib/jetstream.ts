@@ -8,6 +8,8 @@ import { createInbox, headers as natsHeaders, type NatsConnection, type MsgHdrs 
 import { startNatsServer } from '../../test/support/nats-server.js';
 import { measured, type Measurement } from './harness.js';
 import { jetstream, jetstreamManager, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import type { Envelope } from '../../machines/index.js';
+import { encodeEvent } from '../../src/nats/codec.js';
 
 export const LOG_STREAM = 'DOCKET';
 
@@ -93,7 +95,7 @@ export function leanAppend(nc: NatsConnection, n: number, window: number, item: 
  * `Nats-Msg-Id`, expected sequence 0), on the lean path alone, `window` in flight, into a fresh
  * nats-server. No docket code runs: a bulk submit cannot go faster than its appends do.
  */
-export async function leanAppendCeiling(n: number, window: number, envelope: (i: number) => { subject: string; event: { id: string } }): Promise<Measurement> {
+export async function leanAppendCeiling(n: number, window: number, envelope: (i: number) => { subject: string; event: Envelope }): Promise<Measurement> {
   const server = await startNatsServer();
   const nc = await connectBench(server.url, 'bench-ceiling');
   try {
@@ -112,7 +114,7 @@ export async function leanAppendCeiling(n: number, window: number, envelope: (i:
 }
 
 /** One append as docket makes it for a new job: its envelope, docket's headers, expected sequence 0. */
-export function newJobAppend(subject: string, event: { id: string }): LeanAppendItem {
+export function newJobAppend(subject: string, event: Envelope): LeanAppendItem {
   return { subject, payload: envelopeBytes(event), headers: appendHeaders(event.id, 0) };
 }
 
@@ -126,8 +128,9 @@ export function appendHeaders(msgId: string, expectedSeq: number): MsgHdrs {
 }
 
 /** An envelope's bytes as docket encodes them (src/nats/codec.ts: Buffer.from, see bench/encode.ts). */
-export function envelopeBytes(event: unknown): Uint8Array {
-  return Buffer.from(JSON.stringify(event));
+export function envelopeBytes(event: Envelope): Uint8Array {
+  // As a node stores it (a submit without the fields that hold their absent values).
+  return Buffer.from(encodeEvent(event));
 }
 
 /**

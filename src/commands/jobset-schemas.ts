@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { Priority } from '../../machines/index.js';
-import { commandId, queueName } from './schemas.js';
+import { commandId, jsonBytesAtMost, queueName } from './schemas.js';
 import { Limits } from './limits.js';
 
 /** The URL schemes a key source may name, by driver. */
@@ -47,7 +47,7 @@ const keyScalar = z.union([z.string(), z.number(), z.boolean(), z.null()]);
 export const keyObjectSchema = z
   .record(keyAttributeName, keyScalar)
   .refine((k) => Object.keys(k).length > 0, { message: 'must have at least one attribute' })
-  .refine((k) => Buffer.byteLength(JSON.stringify(k)) <= Limits.MaxKeyBytes, { message: `must be at most ${Limits.MaxKeyBytes} bytes of JSON` });
+  .refine((k) => jsonBytesAtMost(k, Limits.MaxKeyBytes), { message: `must be at most ${Limits.MaxKeyBytes} bytes of JSON` });
 
 export const sqlSourceSchema = z
   .object({

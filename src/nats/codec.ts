@@ -3,10 +3,48 @@
  * unknown event type is silently ignored by XState at run time, so the codec names it here.
  */
 import { hash } from 'node:crypto';
-import { AGGREGATE_KINDS, compactSubmitted, COMMIT_VERSION, expandSubmitted, JOB_EVENT_TYPES, type Commit, type Envelope, type JobEvent, type JobSubmittedData } from '../../machines/index.js';
+import { AGGREGATE_KINDS, COMMIT_VERSION, JOB_EVENT_TYPES, READ_COMMIT_VERSIONS, SubmittedAbsent, type BackoffPolicy, type Commit, type Envelope, type JobEvent, type JobSubmittedData, type StoredSubmittedData } from '../../machines/index.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
 const KINDS = new Set<string>(AGGREGATE_KINDS);
+const READ_VERSIONS = new Set<unknown>(READ_COMMIT_VERSIONS);
+
+// ---------------------------------------------------------------------------------------------
+// Commit format 3: a job.submitted without the fields that hold what their absence means
+
+const ABSENT_FIELDS = Object.keys(SubmittedAbsent) as (keyof typeof SubmittedAbsent)[];
+/** The fields a submit holds only when it has them: copied as they are. */
+const SUBMITTED_OPTIONAL = ['concurrency_key', 'depends_on', 'template', 'schedule', 'fan_out'] as const satisfies readonly (keyof JobSubmittedData)[];
+// A field added to JobSubmittedData and placed nowhere here would be lost from the log: this
+// fails to compile until it is placed.
+type Unplaced = Exclude<keyof JobSubmittedData, 'job_id' | 'params' | 'priority' | 'run_at' | keyof typeof SubmittedAbsent | (typeof SUBMITTED_OPTIONAL)[number]>;
+const everyFieldPlaced: [Unplaced] extends [never] ? true : Unplaced = true;
+void everyFieldPlaced;
+
+function holdsAbsent(field: keyof typeof SubmittedAbsent, value: unknown): boolean {
+  if (field !== 'backoff') return value === SubmittedAbsent[field];
+  const d = SubmittedAbsent.backoff;
+  const b = value as BackoffPolicy | null;
+  return b === d || (b !== null && typeof b === 'object' && b.base_ms === d.base_ms && b.max_ms === d.max_ms && b.jitter === d.jitter && Object.keys(b).length === 3);
+}
+
+/** A submit's data as stored (`time`: its event's time). */
+export function compactSubmitted(data: JobSubmittedData, time: string): StoredSubmittedData {
+  const out: Record<string, unknown> = { job_id: data.job_id, params: data.params, priority: data.priority };
+  if (data.run_at !== time) out['run_at'] = data.run_at;
+  for (const field of ABSENT_FIELDS) if (!holdsAbsent(field, data[field])) out[field] = data[field];
+  for (const field of SUBMITTED_OPTIONAL) if (data[field] !== undefined) out[field] = data[field];
+  return out as unknown as StoredSubmittedData;
+}
+
+/**
+ * Puts a stored submit's absent fields back, in place (it is the reader's own parsed object).
+ * Only `undefined` is filled: a stored null where a number belongs stays, for the audit to name.
+ */
+export function expandSubmitted(data: Record<string, unknown>, time: string): void {
+  if (data['run_at'] === undefined) data['run_at'] = time;
+  for (const field of ABSENT_FIELDS) if (data[field] === undefined) data[field] = SubmittedAbsent[field];
+}
 
 /**
  * Buffer.from, not TextEncoder: on Node 20 TextEncoder.encode allocates every array on its own;
@@ -30,8 +68,9 @@ function storedEvent(event: Envelope): Envelope {
   return event.type === 'job.submitted' ? { ...event, data: compactSubmitted(event.data as JobSubmittedData, event.time) } : event;
 }
 
-export function encodeCommit(commit: Commit): Uint8Array {
-  return encodeJson({ ...commit, events: commit.events.map(storedEvent) });
+/** A commit as this code stores it: format COMMIT_VERSION, whatever version `commit` names. */
+export function encodeCommit(commit: Omit<Commit, 'v'>): Uint8Array {
+  return encodeJson({ v: COMMIT_VERSION, commit: commit.commit, partition: commit.partition, writer: commit.writer, prev_hash: commit.prev_hash, events: commit.events.map(storedEvent) });
 }
 
 /** The hash a partition's next commit carries as `prev_hash`: SHA-256 of this payload as stored. */
@@ -73,15 +112,17 @@ export function decodeCommit(bytes: Uint8Array): Commit {
     throw new UndecodableEventError('commit is not JSON');
   }
   if (!isObject(value)) throw new UndecodableEventError('commit is not an object');
-  if (value['v'] !== COMMIT_VERSION) throw new UndecodableEventError(`unknown commit version ${String(value['v'])}`);
+  if (!READ_VERSIONS.has(value['v'])) throw new UndecodableEventError(`unknown commit version ${String(value['v'])}`);
   if (typeof value['commit'] !== 'string' || typeof value['partition'] !== 'string') throw new UndecodableEventError('commit lacks its id or partition');
   const writer = value['writer'];
   if (!isObject(writer) || typeof writer['node'] !== 'string' || typeof writer['epoch'] !== 'number') throw new UndecodableEventError('commit lacks its writer');
   if (!(value['prev_hash'] === null || typeof value['prev_hash'] === 'string')) throw new UndecodableEventError('commit prev_hash is not a string or null');
   const events = value['events'];
   if (!Array.isArray(events)) throw new UndecodableEventError('commit lacks events');
+  // Format 2 stored submits whole, so filling changes nothing there; a field absent from one is
+  // read as in format 3 (the schemas say the same of both). Shape is checked where each event is
+  // folded; a submit only needs its data and time here.
   for (const event of events) {
-    // Shape is checked where each event is folded; a submit only needs its data and time here.
     if (isObject(event) && event['type'] === 'job.submitted' && isObject(event['data']) && typeof event['time'] === 'string') expandSubmitted(event['data'], event['time']);
   }
   return value as unknown as Commit;

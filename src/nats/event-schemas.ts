@@ -12,7 +12,7 @@
  * a consumer refuse the log); the test also checks that no field the node writes is undocumented.
  */
 import { z } from 'zod';
-import { AGGREGATE_KINDS, aggregateDefinition, CatchupPolicies, COMMIT_VERSION, FireTriggers, MissReasons, OverlapPolicies, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, RemovalReasons, SubmittedAbsent, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
+import { AGGREGATE_KINDS, aggregateDefinition, CatchupPolicies, COMMIT_VERSION, FireTriggers, MissReasons, OverlapPolicies, FailureReasons, JOB_EVENT_TYPES, POSITION_SPAN, Priority, READ_COMMIT_VERSIONS, RemovalReasons, SubmittedAbsent, type AggregateEvent, type AggregateKind, type JobEventType } from '../../machines/index.js';
 import type { JsonSchema } from '../commands/json-schemas.js';
 import { Limits } from '../commands/limits.js';
 import { ID_TOKEN, QUEUE_NAME } from './subjects.js';
@@ -367,7 +367,7 @@ export const eventSchema = z.union([jobEventUnionSchema, aggregateEventUnionSche
 
 export const commitSchema = z
   .looseObject({
-    v: z.literal(COMMIT_VERSION).describe('The commit format version.'),
+    v: z.union(READ_COMMIT_VERSIONS.map((v) => z.literal(v))).describe(`The commit format version: ${COMMIT_VERSION} is written; 2 stored every job.submitted whole, ${COMMIT_VERSION} leaves out a submit's fields that hold what their absence means.`),
     commit: z.string().min(1).describe("The commit id, unique per writer (node, lease epoch, counter); the append's Nats-Msg-Id."),
     partition: z.string().regex(/^(q\.[A-Za-z0-9_-]{1,64}|sys)$/).describe('q.<queue> or sys.'),
     writer: z.looseObject({ node: z.string(), epoch: z.int().min(0).describe("The writer's lease epoch: never goes back within a partition.") }),

@@ -15,7 +15,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { AGGREGATE_EVENT_TYPES, JOB_EVENT_TYPES, positionOf, type JobEvent } from '../../machines/index.js';
+import { AGGREGATE_EVENT_TYPES, COMMIT_VERSION, JOB_EVENT_TYPES, positionOf, type JobEvent } from '../../machines/index.js';
 import { decodeStoredCommit } from '../../src/audit/decode.js';
 import { ManualClock } from '../../src/clock.js';
 import { commandMetaOf, envelope } from '../../src/commands/handle-command.js';
@@ -142,7 +142,7 @@ const mutatedEventArb = fc.oneof(
 
 /** The read path as the log meets it: the event alone in a stored commit (decodeCommit fills a submit's absent fields), then decodeEvent. */
 function readPathAccepts(event: unknown): boolean {
-  const payload = Buffer.from(JSON.stringify({ v: 2, commit: 'c', partition: 'q.q', writer: { node: 'n', epoch: 1 }, prev_hash: null, events: [event] }));
+  const payload = Buffer.from(JSON.stringify({ v: COMMIT_VERSION, commit: 'c', partition: 'q.q', writer: { node: 'n', epoch: 1 }, prev_hash: null, events: [event] }));
   const decoded = decodeStoredCommit({ subject: 'docket.log.q.q', seq: 1, time: 0, msgId: 'c', expectedLastSubjectSeq: 0, data: payload });
   return decoded.ok && decoded.events[0]!.kind !== 'undecodable';
 }

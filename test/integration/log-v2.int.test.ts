@@ -8,6 +8,7 @@ import { jetstreamManager, DiscardPolicy, StorageType, type JetStreamManager } f
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { COMMIT_VERSION } from '../../machines/index.js';
 import type { Client } from '../../src/client/client.js';
 import { commitHash, decodeCommit } from '../../src/nats/codec.js';
 import { EXPECTED_HEADER, LIVE_SEQ_HEADER, LOG_SUBJECTS, MSG_ID_HEADER, queuePartition, STREAM, subjects } from '../../src/nats/subjects.js';
@@ -58,7 +59,7 @@ describe('commits', () => {
     let events = 0;
     for (const m of messages) {
       const commit = decodeCommit(m.data);
-      expect(commit).toMatchObject({ v: 2, partition: queuePartition(queue), writer: { node: 'log-v2', epoch: expect.any(Number) } });
+      expect(commit).toMatchObject({ v: COMMIT_VERSION, partition: queuePartition(queue), writer: { node: 'log-v2', epoch: expect.any(Number) } });
       expect(m.msgId).toBe(commit.commit);
       expect(m.expected).toBe(String(previous?.seq ?? 0));
       expect(commit.prev_hash).toBe(previous ? commitHash(previous.data) : null);
@@ -66,6 +67,9 @@ describe('commits', () => {
         expect(Object.keys(event).sort()).toEqual(['aggregate', 'data', 'id', 'meta', 'queue', 'time', 'type']);
         expect(event.aggregate).toEqual({ kind: 'job', id: (event.data as { job_id: string }).job_id });
       }
+      // As stored: each submit holds its id, params and priority, and nothing that holds what its absence means.
+      const stored = JSON.parse(Buffer.from(m.data).toString('utf8')) as { events: { data: Record<string, unknown> }[] };
+      for (const event of stored.events) expect(Object.keys(event.data).sort()).toEqual(['job_id', 'params', 'priority']);
       events += commit.events.length;
       previous = m;
     }

@@ -60,7 +60,7 @@ async function appendUnannounced(node: DocketNode, queue: string, jobId: string)
     max_attempts: JobDefaults.maxAttempts, backoff: JobDefaults.backoff, attempt: 1, retry_of: null, waiting: false,
   });
   const partition = queuePartition(queue);
-  const payload = encodeCommit({ v: 2, commit: `hidden.${jobId}`, partition, writer: { node: node.name, epoch: 0 }, prev_hash: null, events: [event] });
+  const payload = encodeCommit({ commit: `hidden.${jobId}`, partition, writer: { node: node.name, epoch: 0 }, prev_hash: null, events: [event] });
   const { seq } = await node.events.append({ subject: subjects.partition(partition), payload, msgId: `hidden.${jobId}`, expectedSeq: 0 });
   return seq;
 }

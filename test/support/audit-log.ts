@@ -305,7 +305,6 @@ function payloadOf(planned: PlannedCommit, commitId: string, prevHash: string | 
   if (planned.payload !== null) return planned.payload;
   const o = planned.overrides;
   const commit = {
-    v: 2,
     commit: commitId,
     partition: o.partition ?? planned.partition,
     writer: { node: o.node ?? 'test-node', epoch: o.epoch ?? 1 },
