@@ -6,6 +6,8 @@ export type { LocalCommands } from './commands/command-service.js';
 export type { LocalLive, LiveEvent, LiveEvents, LiveOptions } from './client/live.js';
 export { startNode, type DocketNode, type DocketOptions } from './node.js';
 export type { LiveEventMode } from './nats/subjects.js';
+/** A stored or live commit's bytes (`docket.live.*`, or read from DOCKET) to its events, each submit whole. */
+export { decodeCommit } from './nats/codec.js';
 export {
   DocketError,
   InvalidRequestError,
@@ -27,7 +29,7 @@ export type { BulkReply } from './commands/bulk-commands.js';
 export type { DeleteReply, IgnoreReply, JobSetPutReply, JobSetShowReply, RefreshReply } from './commands/jobset-commands.js';
 export type { DeleteCommand, IgnoreCommand, JobSetPutCommand, RefreshCommand, KeySourceSpec } from './commands/jobset-schemas.js';
 export type { JobSetDefinition, RefreshedCounts } from '../machines/index.js';
-export type { Envelope, JobEvent, JobEventType, JobStatus, RunStatus, Json, JsonObject } from '../machines/index.js';
+export type { Commit, Envelope, JobEvent, JobEventType, JobStatus, RunStatus, Json, JsonObject } from '../machines/index.js';
 export type { QueueView } from './commands/queue-commands.js';
 export type { QueueShow, HoldView } from './commands/flow-queries.js';
 export type { Reserved, ReservationView } from './commands/reservation-commands.js';

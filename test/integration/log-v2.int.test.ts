@@ -8,6 +8,7 @@ import { jetstreamManager, DiscardPolicy, StorageType, type JetStreamManager } f
 import type { NatsConnection } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { decodeCommit as publicDecode } from 'docket';
 import { COMMIT_VERSION } from '../../machines/index.js';
 import type { Client } from '../../src/client/client.js';
 import { commitHash, decodeCommit } from '../../src/nats/codec.js';
@@ -89,6 +90,9 @@ describe('commits', () => {
     expect(got.map((g) => [g.subject, g.seq])).toEqual(stored.map((m) => [subjects.live(queuePartition(queue)), m.seq]));
     expect(got.map((g) => Buffer.from(g.data).toString())).toEqual(stored.map((m) => Buffer.from(m.data).toString()));
     expect(got.map((g) => decodeCommit(g.data).events.map((e) => e.type))).toEqual([['job.submitted'], ['job.cancelled']]);
+    // The submit as stored leaves its absent fields out; the package's decodeCommit reads it whole.
+    expect(Object.keys((JSON.parse(Buffer.from(got[0]!.data).toString()) as { events: { data: object }[] }).events[0]!.data).sort()).toEqual(['job_id', 'params', 'priority']);
+    expect(publicDecode(got[0]!.data).events[0]!.data).toMatchObject({ job_id, key: null, position: null, max_attempts: 1, attempt: 1, retry_of: null, waiting: false, backoff: { base_ms: 1_000, max_ms: 3_600_000, jitter: 0.2 } });
     await nc.flush();
     perEvent.unsubscribe();
     expect(perEvent.getProcessed()).toBe(0);
