@@ -4,6 +4,11 @@
  */
 import type { BackoffPolicy, FailureReason, JobError } from './job.events.js';
 
+/** Whether two backoff policies are the same policy (one object, or equal in every field). */
+export function sameBackoff(a: BackoffPolicy, b: BackoffPolicy): boolean {
+  return a === b || (a.base_ms === b.base_ms && a.max_ms === b.max_ms && a.jitter === b.jitter);
+}
+
 /** A failure gets an automatic retry unless the run was cancelled, the error said retryable:false, or attempts are used up. */
 export function shouldRetry(input: {
   readonly reason: FailureReason | string | null;

@@ -3,7 +3,7 @@
  * unknown event type is silently ignored by XState at run time, so the codec names it here.
  */
 import { hash } from 'node:crypto';
-import { AGGREGATE_KINDS, COMMIT_VERSION, JOB_EVENT_TYPES, READ_COMMIT_VERSIONS, SubmittedAbsent, type BackoffPolicy, type Commit, type Envelope, type JobEvent, type JobSubmittedData, type StoredSubmittedData } from '../../machines/index.js';
+import { AGGREGATE_KINDS, COMMIT_VERSION, JOB_EVENT_TYPES, READ_COMMIT_VERSIONS, sameBackoff, SubmittedAbsent, type BackoffPolicy, type Commit, type Envelope, type JobEvent, type JobSubmittedData, type StoredSubmittedData } from '../../machines/index.js';
 
 const JOB_TYPES = new Set<string>(JOB_EVENT_TYPES);
 const KINDS = new Set<string>(AGGREGATE_KINDS);
@@ -23,9 +23,9 @@ void everyFieldPlaced;
 
 function holdsAbsent(field: keyof typeof SubmittedAbsent, value: unknown): boolean {
   if (field !== 'backoff') return value === SubmittedAbsent[field];
-  const d = SubmittedAbsent.backoff;
   const b = value as BackoffPolicy | null;
-  return b === d || (b !== null && typeof b === 'object' && b.base_ms === d.base_ms && b.max_ms === d.max_ms && b.jitter === d.jitter && Object.keys(b).length === 3);
+  // Only a policy of exactly its three fields: one with more is stored as it is.
+  return b !== null && typeof b === 'object' && sameBackoff(b, SubmittedAbsent.backoff) && Object.keys(b).length === 3;
 }
 
 /** A submit's data as stored (`time`: its event's time). */

@@ -21,7 +21,7 @@ import { closeSync, openSync } from 'node:fs';
 import { mkdir, open, rename, rm, truncate, type FileHandle } from 'node:fs/promises';
 import { endianness } from 'node:os';
 import { dirname } from 'node:path';
-import { INITIAL_JOB_STATE, MACHINE_VERSIONS, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
+import { INITIAL_JOB_STATE, MACHINE_VERSIONS, sameBackoff, type BackoffPolicy, type JobContext, type JobState } from '../../machines/index.js';
 import { JobDefaults } from '../commands/limits.js';
 import { NO_EVENTS, type EvictedLine, type HistoryEntry, type JobRecord } from './job-store.js';
 import { fingerprintFromText, fingerprintOf, fingerprintToText, type Fingerprint } from './evicted-index.js';
@@ -184,17 +184,13 @@ type RecordLine = [
   commandHash?: string,
 ];
 
-function isDefaultBackoff(b: BackoffPolicy): boolean {
-  const d = JobDefaults.backoff;
-  return b === d || (b.base_ms === d.base_ms && b.max_ms === d.max_ms && b.jitter === d.jitter);
-}
 
 function toLine(record: JobRecord): RecordLine {
   const { job, run } = record.state;
   const c = job.context;
   return [
     record.jobId, record.queue, record.seq, record.submitSeq, record.submitId, record.later.length === 0 ? 0 : record.later, job.value,
-    c.key, c.params, c.priority, c.position, c.run_at, c.max_attempts, isDefaultBackoff(c.backoff) ? 0 : c.backoff, c.attempt, c.retry_of,
+    c.key, c.params, c.priority, c.position, c.run_at, c.max_attempts, sameBackoff(c.backoff, JobDefaults.backoff) ? 0 : c.backoff, c.attempt, c.retry_of,
     c.created_at === c.run_at ? 0 : c.created_at, c.finished_at, c.end_reason,
     run === INITIAL_JOB_STATE.run ? 0 : run,
     c.concurrency_key,
