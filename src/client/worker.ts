@@ -575,6 +575,7 @@ export class Worker {
         for (const job of jobs) this.run(job);
         this.changed();
       },
+      () => this.handlersRunning > 0,
     );
   }
 

@@ -81,6 +81,30 @@ describe('CompletionBatcher', () => {
     expect(await second).toEqual({ status: 'succeeded' });
   });
 
+  test('a run ending while no other run is going is sent before the I/O callbacks of its turn; with others going, after them, so theirs can join', async () => {
+    const order = async (othersRunning: boolean): Promise<string[]> => {
+      const seen: string[] = [];
+      const batcher = new CompletionBatcher(
+        'complete',
+        async <T>(): Promise<T> => {
+          seen.push('sent');
+          return { status: 'succeeded' } as T;
+        },
+        () => undefined,
+        () => 0,
+        () => undefined,
+        () => othersRunning,
+      );
+      // Stands for a callback already due in this turn: a reply or a live event read with the job's.
+      setImmediate(() => seen.push('due callback'));
+      await batcher.report({ run_id: 'a', job_id: 'ja' });
+      await new Promise((resolve) => setImmediate(resolve));
+      return seen;
+    };
+    expect(await order(false)).toEqual(['sent', 'due callback']);
+    expect(await order(true)).toEqual(['due callback', 'sent']);
+  });
+
   test('a send with no answer is sent again with the same next claim (same request id)', async () => {
     const { batcher, sent, claimed } = scripted([new UnavailableError('no answer'), { status: 'succeeded', jobs: [job(1)] }]);
     expect(await batcher.report({ run_id: 'a', job_id: 'ja' })).toEqual({ status: 'succeeded' });
