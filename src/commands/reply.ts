@@ -75,12 +75,13 @@ export function boundedReplyBytes(nc: NatsConnection, reply: Record<string, unkn
  * limit (asking for less is the fix, so retrying as is cannot help); a send that fails anyway is
  * answered `unavailable` once more, then only logged. Never throws.
  */
-export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string, unknown> | Uint8Array, log: Logger, outbox?: Outbox): void {
+export function respondSafely(nc: NatsConnection, msg: Msg, reply: Record<string, unknown> | Uint8Array, log: Logger, outbox?: Outbox, first = false): void {
   if (!msg.reply) return;
   const bytes = boundedReplyBytes(nc, reply, log);
   if (outbox) {
     // Sent with the turn's other publishes (live events, other replies): one socket write.
-    outbox.publish(msg.reply, bytes);
+    if (first) outbox.publishFirst(msg.reply, bytes);
+    else outbox.publish(msg.reply, bytes);
     return;
   }
   try {

@@ -302,7 +302,8 @@ export class WorkService implements LocalWork {
   }
 
   private respond(msg: Msg, reply: Record<string, unknown> | Uint8Array): void {
-    respondSafely(this.nc, msg, reply, this.log, this.outbox);
+    // A worker's reply leaves ahead of the turn's live events and client replies (Outbox.publishFirst).
+    respondSafely(this.nc, msg, reply, this.log, this.outbox, true);
   }
 
   async stop(): Promise<void> {

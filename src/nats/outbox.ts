@@ -9,8 +9,16 @@
 import type { MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../logger.js';
 
+interface Outgoing {
+  readonly subject: string;
+  readonly payload: Uint8Array;
+  readonly headers: MsgHdrs | undefined;
+}
+
 export class Outbox {
-  private pending: { readonly subject: string; readonly payload: Uint8Array; readonly headers: MsgHdrs | undefined }[] = [];
+  /** Published before `pending`: the replies that hand workers their jobs (`publishFirst`). */
+  private first: Outgoing[] = [];
+  private pending: Outgoing[] = [];
   private tasks: (() => void)[] = [];
   private scheduled = false;
 
@@ -22,6 +30,18 @@ export class Outbox {
   /** Publishes at the end of this turn, in order with everything else published through this outbox. */
   publish(subject: string, payload: Uint8Array, headers?: MsgHdrs): void {
     this.pending.push({ subject, payload, headers });
+    this.arm();
+  }
+
+  /**
+   * Publishes at the end of this turn ahead of this turn's other publishes: a reply a worker waits
+   * on (its claimed jobs, its completion's next claim). nats-server forwards a write's messages
+   * in order, so a worker in the same process as the client and the watcher of a job (the
+   * benchmark's latency loop, an application running both) reads its job before their reply and
+   * live event instead of after them.
+   */
+  publishFirst(subject: string, payload: Uint8Array, headers?: MsgHdrs): void {
+    this.first.push({ subject, payload, headers });
     this.arm();
   }
 
@@ -43,8 +63,9 @@ export class Outbox {
   }
 
   private flush(): void {
-    const batch = this.pending;
+    const batch = this.first.length === 0 ? this.pending : [...this.first, ...this.pending];
     const tasks = this.tasks;
+    this.first = [];
     this.pending = [];
     this.tasks = [];
     this.scheduled = false;

@@ -39,6 +39,7 @@ import {
   fail,
   fence,
   heartbeat,
+  ok,
   leadNow,
   nextEvent,
   parkedClaims,
@@ -47,6 +48,7 @@ import {
   untilParked,
   untilRetryOf,
   work,
+  type WorkReply,
 } from '../support/worker-helpers.js';
 
 let server: TestNatsServer;
@@ -315,6 +317,38 @@ describe('long poll', () => {
     expect(ms).toBeLessThan(500);
     expect(submitMs).toBeLessThan(1000);
     await completeAll(queue, jobs);
+  });
+
+  test('the parked claim\'s reply leaves the node ahead of the live commit that holds its job.claimed', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    // One connection gets both, so nats-server hands them over in the order the node published
+    // them: a worker in the process of the job's watcher reads its job first.
+    const watch = await connect({ servers: server.url });
+    try {
+      const arrived: string[] = [];
+      let claimed!: (jobs: ClaimedJob[]) => void;
+      const reply = new Promise<ClaimedJob[]>((resolve) => (claimed = resolve));
+      watch.subscribe(subjects.live(queuePartition(queue)), {
+        callback: (_err, msg) => {
+          if (msg.string().includes('"job.claimed"')) arrived.push('live job.claimed');
+        },
+      });
+      watch.subscribe(`${task.id}.reply`, {
+        callback: (_err, msg) => {
+          arrived.push('claim reply');
+          claimed(ok(msg.json<WorkReply<{ jobs: ClaimedJob[] }>>()).jobs);
+        },
+      });
+      watch.publish(subjects.work(queue, 'claim'), JSON.stringify({ worker: 'first-reader', wait_ms: 20_000 }), { reply: `${task.id}.reply` });
+      await untilParked(node, queue);
+      const jobId = await submit(queue);
+      const jobs = await reply;
+      expect(jobs.map((j) => j.job_id)).toEqual([jobId]);
+      await vi.waitFor(() => expect(arrived).toEqual(['claim reply', 'live job.claimed']));
+      await completeAll(queue, jobs);
+    } finally {
+      await watch.close();
+    }
   });
 
   test('a long poll with room for more answers with what is ready now, not when max is reached', async ({ task }) => {
