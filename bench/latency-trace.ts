@@ -7,6 +7,7 @@
  *
  *   npx tsx bench/latency-trace.ts [jobs=300]
  *   TRACE_SLOWEST=20 npx tsx bench/latency-trace.ts 3000   # also the 20 slowest jobs' largest gaps
+ *   EMBEDDED=1 npx tsx bench/latency-trace.ts 3000         # the client and the Worker given `local: node`
  */
 import { createRequire } from 'node:module';
 import { Client } from '../src/client/client.js';
@@ -60,9 +61,11 @@ const n = Number(process.argv[2] ?? 300);
 const warmup = 20;
 const server = await startNatsServer();
 const node = await startNode({ servers: server.url, nodeName: 'latency-trace' });
-const client = await Client.connect({ servers: server.url });
-const watcher = await Client.connect({ servers: server.url });
-const worker = new Worker({ servers: server.url, queue: 'lat', concurrency: 1, handler: async () => record('worker handler') });
+// EMBEDDED=1: the latency rows' embedded path (README "Embedded workers").
+const place = process.env.EMBEDDED ? { local: node } : { servers: server.url };
+const client = await Client.connect(place);
+const watcher = await Client.connect(place);
+const worker = new Worker({ ...place, queue: 'lat', concurrency: 1, handler: async () => record('worker handler') });
 await worker.start();
 const waiting = new Map<string, () => void>();
 const early = new Set<string>();

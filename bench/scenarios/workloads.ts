@@ -12,6 +12,7 @@ import { acknowledged, connectClient, connectLocalClient, workerClass, type Clie
 import { redisOf, withDocket, type BenchEnv, type DocketRun } from '../lib/env.js';
 import { jobEvent, subjectOf } from '../lib/events.js';
 import { leanAppendCeiling } from '../lib/jetstream.js';
+import { latencyFloor } from '../lib/latency-floor.js';
 import { jobParams, submitInChunks } from '../lib/workload.js';
 
 
@@ -225,9 +226,29 @@ export function latencyGroup(env: BenchEnv): Group {
       docket_embedded: () => docketLatency(true),
       bullmq_aof: () => bull.latency(redisOf(env, 'aof'), n, warmup),
       bullmq_memory: () => bull.latency(redisOf(env, 'memory'), n, warmup),
+      floor: () => latencyFloor(n, warmup, { embedded: false }),
+      floor_embedded: () => latencyFloor(n, warmup, { embedded: true }),
     },
-    rows: [...p50, embeddedRow(p50[0]!, 'p50'), ...p99, embeddedRow(p99[0]!, 'p99')],
+    rows: [...p50, embeddedRow(p50[0]!, 'p50'), ...p99, embeddedRow(p99[0]!, 'p99'), ...floorRows()],
   };
+
+  /**
+   * The contract's path played on bare NATS (bench/lib/latency-floor.ts) beside BullMQ, and docket
+   * beside it: whether a target is out of reach of any design that keeps the contract on this
+   * nats-server, and what docket's own work adds.
+   */
+  function floorRows(): RowDef[] {
+    const bullmq = { peerLabel: 'BullMQ, Redis AOF everysec', unit: 'ms', better: 'lower' as const };
+    const path = 'no docket code: 2 JetStream appends in sequence';
+    const hops = `${path} and 4 one-way hops through nats-server`;
+    const note = 'bench/lib/latency-floor.ts: three nats.js connections in the bench process on a fresh nats-server; a job is handed over only after its claim\'s commit is acknowledged and a completion is seen only after its commit is, so no design that keeps the contract has fewer appends in sequence';
+    return (['p50', 'p99'] as const).flatMap((metric): RowDef[] => [
+      { ...bullmq, scenario: `latency.floor.${metric}`, title: `the contract's submit → completed on bare NATS (${hops}), ${metric}`, docket: `floor.${metric}`, peer: `bullmq_aof.${metric}`, note },
+      { ...bullmq, scenario: `latency.floor.${metric}.embedded`, title: `the contract's submit → completed on bare NATS for an embedded worker and client (${path}), ${metric}`, docket: `floor_embedded.${metric}`, peer: `bullmq_aof.${metric}`, note },
+      { scenario: `latency.${metric}.of_floor`, title: `submit → completed, ${metric}, against its floor on bare NATS`, unit: 'ms', better: 'lower', docket: `docket.${metric}`, peer: `floor.${metric}`, peerLabel: 'the same path on bare NATS' },
+      { scenario: `latency.${metric}.of_floor.embedded`, title: `submit → completed, ${metric}, embedded worker and client, against its floor on bare NATS`, unit: 'ms', better: 'lower', docket: `docket_embedded.${metric}`, peer: `floor_embedded.${metric}`, peerLabel: 'the same path on bare NATS' },
+    ]);
+  }
 
   async function docketLatency(embedded: boolean): Promise<Measurement> {
     const Worker = await workerClass();
