@@ -62,7 +62,7 @@ const warmup = 20;
 const server = await startNatsServer();
 const node = await startNode({ servers: server.url, nodeName: 'latency-trace' });
 // EMBEDDED=1: the latency rows' embedded path (README "Embedded workers").
-const place = process.env.EMBEDDED ? { local: node } : { servers: server.url };
+const place = process.env.EMBEDDED === '1' ? { local: node } : { servers: server.url };
 const client = await Client.connect(place);
 const watcher = await Client.connect(place);
 const worker = new Worker({ ...place, queue: 'lat', concurrency: 1, handler: async () => record('worker handler') });

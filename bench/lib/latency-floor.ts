@@ -17,11 +17,10 @@ import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { startNatsServer } from '../../test/support/nats-server.js';
 import { latencyFigures, measured, type Measurement } from './harness.js';
 import { appendHeaders, freshStream } from './jetstream.js';
+import { CommitChain, jobEvent } from './events.js';
 
-/** About a stored commit of a submit and its claim, and of a completion (format 3). */
-const CLAIM_COMMIT = new Uint8Array(900).fill(65);
-const END_COMMIT = new Uint8Array(450).fill(66);
-const PARTITION = 'docket.log.q.latency';
+const QUEUE = 'latency';
+const PARTITION = `docket.log.q.${QUEUE}`;
 
 export async function latencyFloor(n: number, warmup: number, options: { embedded: boolean }): Promise<Measurement> {
   const server = await startNatsServer();
@@ -34,6 +33,11 @@ export async function latencyFloor(n: number, warmup: number, options: { embedde
     };
     const [client, leader, worker] = [await open('floor-client'), await open('floor-leader'), await open('floor-worker')];
     await freshStream(leader, undefined, ['docket.log.>']);
+    // Each job's two commits as a node stores them ([submitted, claimed], then the run's end),
+    // encoded before the clock starts: the floor leaves out everything docket computes.
+    const chain = new CommitChain(QUEUE);
+    const stored = Array.from({ length: n + warmup }, (_, i) => [chain.next([jobEvent(i, 0, QUEUE), jobEvent(i, 2, QUEUE)]), chain.next([jobEvent(i, 6, QUEUE)])] as const);
+    let job = 0;
     let last = 0;
     let commits = 0;
     const append = async (payload: Uint8Array): Promise<void> => {
@@ -43,22 +47,29 @@ export async function latencyFloor(n: number, warmup: number, options: { embedde
       last = seq;
     };
 
+    const submitted = jobEvent(0, 0, QUEUE).data as { job_id: string; params: unknown };
     let done: (() => void) | undefined;
     let failed: ((err: unknown) => void) | undefined;
     const fail = (err: unknown): void => failed?.(err);
     if (!options.embedded) {
-      leader.subscribe('floor.submit', { callback: () => void append(CLAIM_COMMIT).then(() => leader.publish('floor.job', '{}'), fail) });
-      worker.subscribe('floor.job', { callback: () => worker.publish('floor.complete', '{}') });
-      leader.subscribe('floor.complete', { callback: () => void append(END_COMMIT).then(() => leader.publish('floor.done', '{}'), fail) });
+      // The hops carry what docket's do, about: the submit, the claim's commit (the job handed
+      // over), the run's end, the completion's commit (its live message).
+      leader.subscribe('floor.submit', { callback: () => void append(stored[job]![0]).then(() => leader.publish('floor.job', stored[job]![0]), fail) });
+      worker.subscribe('floor.job', { callback: () => worker.publish('floor.complete', JSON.stringify({ job_id: submitted.job_id, run_id: 'R', result: null })) });
+      leader.subscribe('floor.complete', { callback: () => void append(stored[job]![1]).then(() => leader.publish('floor.done', stored[job]![1]), fail) });
       client.subscribe('floor.done', { callback: (_err: Error | null, _msg: Msg) => done?.() });
       await Promise.all(conns.map((nc) => nc.flush()));
     }
     const once = (): Promise<void> => {
-      if (options.embedded) return append(CLAIM_COMMIT).then(() => append(END_COMMIT));
+      if (options.embedded) return append(stored[job]![0]).then(() => append(stored[job]![1]));
       return new Promise<void>((resolve, reject) => {
-        done = resolve;
+        const timer = setTimeout(() => reject(new Error(`floor: job ${job} not seen in 30 s`)), 30_000);
+        done = () => {
+          clearTimeout(timer);
+          resolve();
+        };
         failed = reject;
-        client.publish('floor.submit', '{}');
+        client.publish('floor.submit', JSON.stringify({ queue: QUEUE, params: submitted.params }));
       });
     };
 
@@ -68,6 +79,7 @@ export async function latencyFloor(n: number, warmup: number, options: { embedde
         const t0 = performance.now();
         await once();
         samples.push(performance.now() - t0);
+        job += 1;
       }
     });
     const { values, extra } = latencyFigures(samples, warmup, n);
