@@ -1,9 +1,10 @@
 /**
  * The Worker's completions, batched without waiting on a reply: the runs that end in one turn of
- * the event loop go out at its end as one request (at once when no other run is going), `{runs: [...]}` (the leader decides them into
- * one commit), each answered on its own. A request in flight does not hold the next back: runs
- * gathered behind it missed the leader's next commit (it leaves when the previous one is
- * acknowledged, before that reply is back), so a worker's slots split between two commits.
+ * the event loop go out at its end as one request, `{runs: [...]}` (the leader decides them into
+ * one commit), each answered on its own; a run that ends while no other runs goes out at once. A
+ * request in flight does not hold the next back: runs gathered behind it missed the leader's
+ * next commit (it leaves when the previous one is acknowledged, before that reply is back), so a
+ * worker's slots split between two commits.
  * Each sent request carries a claim for the slots it frees, so the next jobs come back with it:
  * handed to the Worker in the leader's order, before the runs the reply answers are resolved.
  */

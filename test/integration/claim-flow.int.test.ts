@@ -39,9 +39,9 @@ import {
   fail,
   fence,
   heartbeat,
-  ok,
   leadNow,
   nextEvent,
+  ok,
   parkedClaims,
   timed,
   untilJob,
@@ -326,8 +326,8 @@ describe('long poll', () => {
     const watch = await connect({ servers: server.url });
     try {
       const arrived: string[] = [];
-      let claimed!: (jobs: ClaimedJob[]) => void;
-      const reply = new Promise<ClaimedJob[]>((resolve) => (claimed = resolve));
+      let replied!: (reply: WorkReply<{ jobs: ClaimedJob[] }>) => void;
+      const reply = new Promise<WorkReply<{ jobs: ClaimedJob[] }>>((resolve) => (replied = resolve));
       watch.subscribe(subjects.live(queuePartition(queue)), {
         callback: (_err, msg) => {
           if (msg.string().includes('"job.claimed"')) arrived.push('live job.claimed');
@@ -336,13 +336,13 @@ describe('long poll', () => {
       watch.subscribe(`${task.id}.reply`, {
         callback: (_err, msg) => {
           arrived.push('claim reply');
-          claimed(ok(msg.json<WorkReply<{ jobs: ClaimedJob[] }>>()).jobs);
+          replied(msg.json<WorkReply<{ jobs: ClaimedJob[] }>>());
         },
       });
       watch.publish(subjects.work(queue, 'claim'), JSON.stringify({ worker: 'first-reader', wait_ms: 20_000 }), { reply: `${task.id}.reply` });
       await untilParked(node, queue);
       const jobId = await submit(queue);
-      const jobs = await reply;
+      const { jobs } = ok(await reply);
       expect(jobs.map((j) => j.job_id)).toEqual([jobId]);
       await vi.waitFor(() => expect(arrived).toEqual(['claim reply', 'live job.claimed']));
       await completeAll(queue, jobs);
