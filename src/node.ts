@@ -84,7 +84,11 @@ export interface DocketOptions {
   readonly appendNc?: NatsConnection;
   /** Directory for checkpoints. Without one the node folds the whole log on every start. */
   readonly dataDir?: string;
-  /** Write a checkpoint after this many events folded since the last. @defaultValue 100000 */
+  /**
+   * Write a checkpoint after this many events folded since the last (and on close): a restart
+   * after a crash folds at most about this many. Lower restarts faster after a crash and writes
+   * checkpoints more often (each one the jobs changed since the last). @defaultValue 1000000
+   */
   readonly checkpointEveryEvents?: number;
   readonly logger?: Logger;
   readonly clock?: Clock;
@@ -388,17 +392,20 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   sysReactors.push(scheduleTicker);
   undo.push(() => scheduleTicker.stop());
 
-  let lastCheckpointSeq = fromSeq - 1;
+  // Counted in events, not commits: a restart after a crash folds what came after the last
+  // checkpoint, and its cost is per event (a commit holds 1 to thousands of them).
+  let foldedAtCheckpoint = 0;
   let writing: Promise<void> | undefined;
   const checkpoint = async (): Promise<void> => {
     if (!checkpointFile) return;
     await writing;
     const seq = tail.position;
+    const folded = kernel.folded;
     const started = Date.now();
     writing = checkpointFile
       .write(seq, store, [...aggregates.values()])
       .then(({ records, full }) => {
-        lastCheckpointSeq = seq;
+        foldedAtCheckpoint = folded;
         log.info({ seq, records, full, jobs: store.size, ms: Date.now() - started }, 'checkpoint written');
       })
       .finally(() => {
@@ -406,15 +413,15 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
       });
     await writing;
   };
-  const everyEvents = options.checkpointEveryEvents ?? 100_000;
+  const everyEvents = options.checkpointEveryEvents ?? 1_000_000;
   const checkpointTimer = setInterval(() => {
-    if (tail.position - lastCheckpointSeq >= everyEvents && !writing) {
+    if (kernel.folded - foldedAtCheckpoint >= everyEvents && !writing) {
       checkpoint().catch((err: unknown) => log.warn({ err }, 'checkpoint failed'));
     }
   }, 1000);
   checkpointTimer.unref();
   undo.push(() => clearInterval(checkpointTimer));
-  if (checkpointFile && tail.position - lastCheckpointSeq >= everyEvents) await checkpoint();
+  if (checkpointFile && kernel.folded - foldedAtCheckpoint >= everyEvents) await checkpoint();
 
   // Leader-only reactors: the queue's writer, dispatcher, leases and retries.
   undo.push(() => leadership.stop());

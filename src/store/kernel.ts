@@ -16,12 +16,16 @@ export interface EventFolder {
 }
 
 export class Kernel implements EventFolder {
+  /** Events handed to the fold since this kernel was made (what the node's checkpoint cadence counts). */
+  folded = 0;
+
   constructor(
     readonly jobs: JobStore = new JobStore(),
     readonly aggregates: AggregateStore = new AggregateStore(),
   ) {}
 
   applyEvent(position: Position, event: Envelope): FoldResult {
+    this.folded += 1;
     if (isJobEvent(event)) return event.queue === undefined ? 'not_folded' : this.jobs.apply({ seq: position, queue: event.queue, jobId: event.aggregate.id, event });
     if (isAggregateEvent(event)) return this.aggregates.apply(position, event);
     return 'not_folded';

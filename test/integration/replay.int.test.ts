@@ -203,6 +203,21 @@ describe('replay equals live', () => {
     }
   });
 
+  test('a checkpoint is written once checkpointEveryEvents events are folded, however few commits hold them', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const { logger, lines } = lineSink();
+    const node = await startTrackedNode(server, { clock, nodeName: 'cadence', dataDir: await tempDir(), checkpointEveryEvents: 200, logger });
+    try {
+      // 250 events in one request: one commit, or a few, far under 200 of them.
+      await client.submitBatch(Array.from({ length: 250 }, (_, i) => ({ queue, params: { i } })));
+      const end = await lastSeq(jsm);
+      await caughtUp(node, jsm);
+      await vi.waitFor(() => expect(lines.some((l) => l['msg'] === 'checkpoint written' && (l['seq'] as number) >= end)).toBe(true), { timeout: 10_000 });
+    } finally {
+      await node.close();
+    }
+  });
+
   test('a checkpoint written mid-way plus the tail equals a replay from zero and the live node', async ({ task }) => {
     const queues = [uniqueQueue(task.name)];
     const liveDir = await tempDir();
