@@ -29,9 +29,10 @@ export const jsonObject = z.custom<Record<string, unknown>>(
 );
 /**
  * Whether `value` (already checked to be JSON) is at most `max` bytes once encoded. A bound is
- * summed first (6 bytes per UTF-16 unit of a string, the longest escape; 25 per number, as in -0.0000010000000000000002), and the
- * value is encoded only when the bound is over: a bulk submit's small params are checked without
- * a second JSON.stringify each (it was ~3% of the node's CPU in a bulk submit).
+ * summed first (6 bytes per UTF-16 unit of a string, the longest escape; 25 per number, as in
+ * -0.0000010000000000000002), and the value is encoded only when the bound is over: a bulk
+ * submit's small params are checked without a second JSON.stringify each (it was ~3% of the
+ * node's CPU in a bulk submit).
  */
 export function jsonBytesAtMost(value: unknown, max: number): boolean {
   return jsonBytesBound(value, max) <= max || Buffer.byteLength(JSON.stringify(value)) <= max;

@@ -35,10 +35,9 @@ export class Outbox {
 
   /**
    * Publishes at the end of this turn ahead of this turn's other publishes: a reply a worker waits
-   * on (its claimed jobs, its completion's next claim). nats-server forwards a write's messages
-   * in order, so a worker in the same process as the client and the watcher of a job (the
-   * benchmark's latency loop, an application running both) reads its job before their reply and
-   * live event instead of after them.
+   * on (its claimed jobs, its completion's next claim). nats-server keeps one connection's
+   * messages in order, so a connection that gets both (a worker sharing it with the job's
+   * watcher) reads its job before the commit's live message; across connections it keeps none.
    */
   publishFirst(subject: string, payload: Uint8Array, headers?: MsgHdrs): void {
     this.first.push({ subject, payload, headers });
