@@ -1,7 +1,7 @@
 /**
  * The latency rows' floor: the path the contract gives one job from submit to completion seen,
  * played on bare NATS with no docket code, on a fresh nats-server beside the docket and BullMQ
- * runs of the same group. Three connections in this process (client, leader, worker):
+ * runs of the same group. Three connections (client, leader, worker):
  *
  *   client → leader (core publish) → append [submitted, claimed], wait for its ack → leader →
  *   worker (core publish) → worker → leader (core publish) → append [succeeded], wait for its
@@ -9,22 +9,69 @@
  *
  * Two appends in sequence are the contract's (a job is handed over only after its claim's commit
  * is acknowledged, a completion is seen only after its commit is); the four one-way hops are a
- * worker and a client in a process of their own. `embedded: true` plays the embedded rows' path:
- * the two appends alone. Nothing is decided, encoded or folded, so docket can only be slower.
+ * worker and a client in a process of their own. Where the leader runs:
+ * - `hops`: in this process, beside the worker and the client;
+ * - `leader_process`: in a process of its own (bench/floor-leader.ts), as a docket node is when
+ *   the worker and the client are not embedded in it: every hop then wakes another process;
+ * - `embedded`: the embedded rows' path, the two appends alone.
+ * Nothing is decided, encoded or folded, so docket can only be slower.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { connect } from '@nats-io/transport-node';
-import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { startNatsServer } from '../../test/support/nats-server.js';
+import { REPO } from './docket.js';
 import { latencyFigures, measured, type Measurement } from './harness.js';
 import { appendHeaders, freshStream } from './jetstream.js';
 import { CommitChain, jobEvent } from './events.js';
+import { track } from './procs.js';
 
 const QUEUE = 'latency';
 const PARTITION = `docket.log.q.${QUEUE}`;
 
-export async function latencyFloor(n: number, warmup: number, options: { embedded: boolean }): Promise<Measurement> {
+export type FloorPath = 'hops' | 'leader_process' | 'embedded';
+
+/** Each job's two commits as a node stores them ([submitted, claimed], then the run's end). */
+export function floorCommits(jobs: number): (readonly [Uint8Array, Uint8Array])[] {
+  const chain = new CommitChain(QUEUE);
+  return Array.from({ length: jobs }, (_, i) => [chain.next([jobEvent(i, 0, QUEUE), jobEvent(i, 2, QUEUE)]), chain.next([jobEvent(i, 6, QUEUE)])] as const);
+}
+
+/** Appends to the floor's partition in sequence, each guarded by the last one's sequence, as a writer does. */
+export function floorAppender(nc: NatsConnection): (payload: Uint8Array) => Promise<void> {
+  let last = 0;
+  let commits = 0;
+  return async (payload) => {
+    const ack = await nc.request(PARTITION, payload, { headers: appendHeaders(`floor-${++commits}`, last), timeout: 10_000 });
+    const { seq, error } = ack.json<{ seq?: number; error?: { description: string } }>();
+    if (seq === undefined) throw new Error(`append refused: ${error?.description ?? 'no sequence'}`);
+    last = seq;
+  };
+}
+
+/**
+ * The leader's part of the path with hops: a submit appends the job's first commit and hands the
+ * job over, a completion appends the second and announces it. Jobs come one at a time, in order.
+ */
+export async function serveFloorLeader(leader: NatsConnection, commits: readonly (readonly [Uint8Array, Uint8Array])[], onError: (err: unknown) => void): Promise<void> {
+  const append = floorAppender(leader);
+  let job = 0;
+  leader.subscribe('floor.submit', { callback: () => void append(commits[job]![0]).then(() => leader.publish('floor.job', commits[job]![0]), onError) });
+  leader.subscribe('floor.complete', {
+    callback: () =>
+      void append(commits[job]![1]).then(() => {
+        leader.publish('floor.done', commits[job]![1]);
+        job += 1;
+      }, onError),
+  });
+  await leader.flush();
+}
+
+export async function latencyFloor(n: number, warmup: number, options: { path: FloorPath }): Promise<Measurement> {
   const server = await startNatsServer();
   const conns: NatsConnection[] = [];
+  let leaderProcess: ReturnType<typeof spawn> | undefined;
   try {
     const open = async (name: string): Promise<NatsConnection> => {
       const nc = await connect({ servers: server.url, name });
@@ -33,35 +80,32 @@ export async function latencyFloor(n: number, warmup: number, options: { embedde
     };
     const [client, leader, worker] = [await open('floor-client'), await open('floor-leader'), await open('floor-worker')];
     await freshStream(leader, undefined, ['docket.log.>']);
-    // Each job's two commits as a node stores them ([submitted, claimed], then the run's end),
-    // encoded before the clock starts: the floor leaves out everything docket computes.
-    const chain = new CommitChain(QUEUE);
-    const stored = Array.from({ length: n + warmup }, (_, i) => [chain.next([jobEvent(i, 0, QUEUE), jobEvent(i, 2, QUEUE)]), chain.next([jobEvent(i, 6, QUEUE)])] as const);
-    let job = 0;
-    let last = 0;
-    let commits = 0;
-    const append = async (payload: Uint8Array): Promise<void> => {
-      const ack = await leader.request(PARTITION, payload, { headers: appendHeaders(`floor-${++commits}`, last), timeout: 10_000 });
-      const { seq, error } = ack.json<{ seq?: number; error?: { description: string } }>();
-      if (seq === undefined) throw new Error(`append refused: ${error?.description ?? 'no sequence'}`);
-      last = seq;
-    };
-
-    const submitted = jobEvent(0, 0, QUEUE).data as { job_id: string; params: unknown };
+    // Encoded before the clock starts: the floor leaves out everything docket computes.
+    const commits = floorCommits(n + warmup);
     let done: (() => void) | undefined;
     let failed: ((err: unknown) => void) | undefined;
     const fail = (err: unknown): void => failed?.(err);
-    if (!options.embedded) {
+    if (options.path === 'hops') await serveFloorLeader(leader, commits, fail);
+    if (options.path === 'leader_process') {
+      // `node --import tsx`: one process, so its pid is the leader's (CPU).
+      leaderProcess = spawn(process.execPath, ['--import', 'tsx', 'bench/floor-leader.ts', server.url, String(n + warmup)], { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
+      track(leaderProcess);
+      const [line] = (await Promise.race([once(leaderProcess.stdout!, 'data'), once(leaderProcess, 'exit').then(() => ['exited'])])) as [Buffer | string];
+      if (!String(line).startsWith('ready')) throw new Error(`the floor's leader process did not start: ${String(line)}`);
+    }
+    if (options.path !== 'embedded') {
       // The hops carry what docket's do, about: the submit, the claim's commit (the job handed
       // over), the run's end, the completion's commit (its live message).
-      leader.subscribe('floor.submit', { callback: () => void append(stored[job]![0]).then(() => leader.publish('floor.job', stored[job]![0]), fail) });
+      const submitted = jobEvent(0, 0, QUEUE).data as { job_id: string; params: unknown };
       worker.subscribe('floor.job', { callback: () => worker.publish('floor.complete', JSON.stringify({ job_id: submitted.job_id, run_id: 'R', result: null })) });
-      leader.subscribe('floor.complete', { callback: () => void append(stored[job]![1]).then(() => leader.publish('floor.done', stored[job]![1]), fail) });
-      client.subscribe('floor.done', { callback: (_err: Error | null, _msg: Msg) => done?.() });
+      client.subscribe('floor.done', { callback: () => done?.() });
       await Promise.all(conns.map((nc) => nc.flush()));
     }
-    const once = (): Promise<void> => {
-      if (options.embedded) return append(stored[job]![0]).then(() => append(stored[job]![1]));
+    const append = floorAppender(leader);
+    let job = 0;
+    const submit = JSON.stringify({ queue: QUEUE, params: (jobEvent(0, 0, QUEUE).data as { params: unknown }).params });
+    const one = (): Promise<void> => {
+      if (options.path === 'embedded') return append(commits[job]![0]).then(() => append(commits[job]![1]));
       return new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`floor: job ${job} not seen in 30 s`)), 30_000);
         done = () => {
@@ -69,22 +113,25 @@ export async function latencyFloor(n: number, warmup: number, options: { embedde
           resolve();
         };
         failed = reject;
-        client.publish('floor.submit', JSON.stringify({ queue: QUEUE, params: submitted.params }));
+        client.publish('floor.submit', submit);
       });
     };
 
     const samples: number[] = [];
-    const m = await measured({ bench: process.pid, nats: server.process.pid! }, async () => {
+    const roles = { bench: process.pid, nats: server.process.pid!, ...(leaderProcess ? { leader: leaderProcess.pid! } : {}) };
+    const m = await measured(roles, async () => {
       for (let i = 0; i < n + warmup; i++) {
         const t0 = performance.now();
-        await once();
+        await one();
         samples.push(performance.now() - t0);
         job += 1;
       }
     });
     const { values, extra } = latencyFigures(samples, warmup, n);
-    return { values, cpu: m.cpu, extra: { ...extra, appends: commits, path: options.embedded ? '2 appends' : '2 appends + 4 one-way hops' } };
+    const path = { hops: '2 appends + 4 one-way hops', leader_process: '2 appends + 4 one-way hops, the leader in its own process', embedded: '2 appends' }[options.path];
+    return { values, cpu: m.cpu, extra: { ...extra, appends: 2 * (n + warmup), path } };
   } finally {
+    leaderProcess?.kill('SIGTERM');
     for (const nc of conns) await nc.close().catch(() => undefined);
     await server.stop();
   }

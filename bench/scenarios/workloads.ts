@@ -226,8 +226,9 @@ export function latencyGroup(env: BenchEnv): Group {
       docket_embedded: () => docketLatency(true),
       bullmq_aof: () => bull.latency(redisOf(env, 'aof'), n, warmup),
       bullmq_memory: () => bull.latency(redisOf(env, 'memory'), n, warmup),
-      floor: () => latencyFloor(n, warmup, { embedded: false }),
-      floor_embedded: () => latencyFloor(n, warmup, { embedded: true }),
+      floor: () => latencyFloor(n, warmup, { path: 'hops' }),
+      floor_leader_process: () => latencyFloor(n, warmup, { path: 'leader_process' }),
+      floor_embedded: () => latencyFloor(n, warmup, { path: 'embedded' }),
     },
     rows: [...p50, embeddedRow(p50[0]!, 'p50'), ...p99, embeddedRow(p99[0]!, 'p99'), ...floorRows()],
   };
@@ -242,10 +243,13 @@ export function latencyGroup(env: BenchEnv): Group {
     const path = 'no docket code: 2 JetStream appends in sequence';
     const hops = `${path} and 4 one-way hops through nats-server`;
     const note = 'bench/lib/latency-floor.ts: three nats.js connections in the bench process on a fresh nats-server; a job is handed over only after its claim\'s commit is acknowledged and a completion is seen only after its commit is, so no design that keeps the contract has fewer appends in sequence';
+    const leaderNote = 'bench/lib/latency-floor.ts: as latency.floor, with the leader\'s connection in a process of its own (bench/floor-leader.ts), as a docket node is to a worker and a client not embedded in it';
     return (['p50', 'p99'] as const).flatMap((metric): RowDef[] => [
       { ...bullmq, scenario: `latency.floor.${metric}`, title: `the contract's submit → completed on bare NATS (${hops}), ${metric}`, docket: `floor.${metric}`, peer: `bullmq_aof.${metric}`, note },
+      { ...bullmq, scenario: `latency.floor.${metric}.leader_process`, title: `the contract's submit → completed on bare NATS (${hops}), the leader in a process of its own, ${metric}`, docket: `floor_leader_process.${metric}`, peer: `bullmq_aof.${metric}`, note: leaderNote },
       { ...bullmq, scenario: `latency.floor.${metric}.embedded`, title: `the contract's submit → completed on bare NATS for an embedded worker and client (${path}), ${metric}`, docket: `floor_embedded.${metric}`, peer: `bullmq_aof.${metric}`, note },
       { scenario: `latency.${metric}.of_floor`, title: `submit → completed, ${metric}, against its floor on bare NATS`, unit: 'ms', better: 'lower', docket: `docket.${metric}`, peer: `floor.${metric}`, peerLabel: 'the same path on bare NATS' },
+      { scenario: `latency.${metric}.of_floor.leader_process`, title: `submit → completed, ${metric}, against its floor on bare NATS with the leader in a process of its own`, unit: 'ms', better: 'lower', docket: `docket.${metric}`, peer: `floor_leader_process.${metric}`, peerLabel: 'the same path on bare NATS, leader in its own process' },
       { scenario: `latency.${metric}.of_floor.embedded`, title: `submit → completed, ${metric}, embedded worker and client, against its floor on bare NATS`, unit: 'ms', better: 'lower', docket: `docket_embedded.${metric}`, peer: `floor_embedded.${metric}`, peerLabel: 'the same path on bare NATS' },
     ]);
   }
