@@ -1,7 +1,10 @@
 /**
  * `Client.live()`'s reading of live commits: from core NATS (`docket.live.q.<queue>`), and for a
  * client embedded in a node (`local: node`) also straight from that node as it commits, with no
- * trip through nats-server; each commit is yielded once, whichever way came first.
+ * trip through nats-server. Such a client subscribes on the node's own publishing connection
+ * (LocalLive.nc), so the node's commits do not come back over NATS as well, only other leaders';
+ * where they still could (a node given a connection with echo), each commit is yielded once,
+ * whichever way came first.
  */
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { Commit, Envelope } from '../../machines/index.js';
@@ -16,6 +19,12 @@ export type LiveCommitListener = (partition: string, seq: number, payload: Uint8
 export interface LocalLive {
   /** Calls `listener` with each commit this node writes, once acknowledged; returns the unsubscribe. */
   subscribe(listener: LiveCommitListener): () => void;
+  /**
+   * The connection the node publishes its live commits on, where embedded clients subscribe to
+   * the other leaders' commits. Opened with `noEcho` when the node opened it: nats-server then
+   * does not send the node's own commits back, which `subscribe` already handed over in process.
+   */
+  readonly nc: NatsConnection;
 }
 
 /** A live event: the committed envelope with its position in the log. */
@@ -39,6 +48,7 @@ interface Arrived {
 }
 
 export function readLive(nc: NatsConnection, local: LocalLive | undefined, options: LiveOptions): LiveEvents {
+  const liveNc = local?.nc ?? nc;
   const wanted = options.queue === undefined ? (partition: string) => partition.startsWith('q.') : ((p) => (partition: string) => partition === p)(queuePartition(options.queue));
   const types = options.types === undefined ? undefined : new Set(options.types);
   const arrived: Arrived[] = [];
@@ -48,7 +58,7 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
     arrived.push(item);
     wake?.();
   };
-  const sub: Subscription = nc.subscribe(subjects.liveQueues(options.queue), {
+  const sub: Subscription = liveNc.subscribe(subjects.liveQueues(options.queue), {
     callback: (err, m) => {
       if (err === null) push({ partition: subjects.partitionOfLive(m.subject), seq: Number(m.headers?.get(LIVE_SEQ_HEADER)), payload: m.data });
     },
@@ -91,7 +101,7 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
       end();
     }
   }
-  return Object.assign(read(), { ready: nc.flush() });
+  return Object.assign(read(), { ready: liveNc.flush() });
 }
 
 /** The job events of a commit, each with its position. */

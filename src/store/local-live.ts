@@ -3,13 +3,18 @@
  * local: node })`) as they are acknowledged, beside the same commit published on core NATS: a
  * client in the leader's process sees a job's end with no trip through nats-server.
  */
+import type { NatsConnection } from '@nats-io/nats-core';
 import type { LiveCommitListener, LocalLive } from '../client/live.js';
 import type { Logger } from '../logger.js';
 
 export class LocalLiveCommits implements LocalLive {
   private readonly listeners = new Set<LiveCommitListener>();
 
-  constructor(private readonly log: Logger) {}
+  /** `nc`: the connection the node publishes its live commits on (LocalLive.nc). */
+  constructor(
+    readonly nc: NatsConnection,
+    private readonly log: Logger,
+  ) {}
 
   subscribe(listener: LiveCommitListener): () => void {
     this.listeners.add(listener);

@@ -9,7 +9,7 @@ import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { Client } from '../../src/client/client.js';
 import { Worker } from '../../src/client/worker.js';
 import { auditMessages } from '../../src/audit/audit.js';
-import { queuePartition, subjects } from '../../src/nats/subjects.js';
+import { LIVE_SEQ_HEADER, queuePartition, subjects } from '../../src/nats/subjects.js';
 import type { DocketNode } from '../../src/node.js';
 import { readLog } from '../../src/store/read-log.js';
 import { closeTestFile, queueLog, startTwoNodes, uniqueQueue, type TwoNodes } from '../support/docket.js';
@@ -196,6 +196,10 @@ describe('a Worker embedded in a node', () => {
       const handed: { partition: string; seq: number }[] = [];
       const unlisten = node.live.subscribe((partition, seq) => void (partition === queuePartition(queue) && handed.push({ partition, seq })));
       const local = await Client.connect({ local: node });
+      // What reaches the connection the local client subscribes on over NATS: the other leader's
+      // commits, never the node's own (nats-server does not echo them; they came in process).
+      const overNats: number[] = [];
+      const echo = node.live.nc.subscribe(subjects.live(queuePartition(queue)), { callback: (_err, m) => void overNats.push(Number(m.headers?.get(LIVE_SEQ_HEADER))) });
       const abort = new AbortController();
       try {
         const live = local.live({ queue, signal: abort.signal });
@@ -212,7 +216,10 @@ describe('a Worker embedded in a node', () => {
         expect(seen).toEqual(stored.map((e) => [e.type, e.jobId, e.seq]));
         // The node hands over only the commits it writes, each once, when acknowledged.
         expect(handed.map((h) => h.seq)).toEqual(side === 'leads' ? stored.map((e) => e.seq) : []);
+        await node.live.nc.flush();
+        expect(overNats).toEqual(side === 'leads' ? [] : stored.map((e) => e.seq));
       } finally {
+        echo.unsubscribe();
         abort.abort();
         unlisten();
         await local.close();
