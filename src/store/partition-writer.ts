@@ -405,14 +405,21 @@ export class PartitionWriter {
     }
     parts.push(EVENTS_END);
     const payload = Buffer.concat(parts);
+    const appended = this.store.append({ subject: this.subject, payload, msgId: id, expectedSeq: this.tip.seq });
+    // The next commit's prev_hash, computed while this one's append flies (after the socket
+    // write, which the current turn ends with), not between its ack and its replies.
+    let hash: string | undefined;
+    const hashing = setImmediate(() => (hash = commitHash(payload)));
     let seq: number;
     try {
-      ({ seq } = await this.store.append({ subject: this.subject, payload, msgId: id, expectedSeq: this.tip.seq }));
+      ({ seq } = await appended);
     } catch (err) {
       seq = await this.reconcile(id, err);
+    } finally {
+      clearImmediate(hashing);
     }
     const commit: Commit = { v: COMMIT_VERSION, commit: id, partition: this.partition, writer: { node, epoch }, prev_hash: this.tip.hash, events };
-    this.tip = { seq, hash: commitHash(payload), epoch };
+    this.tip = { seq, hash: hash ?? commitHash(payload), epoch };
     this.options.onCommitted({ seq, commit, payload, eventStarts, eventSizes });
     this.release(items);
     let position = 0;
