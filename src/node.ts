@@ -141,7 +141,7 @@ export interface DocketNode {
   /** The worker protocol served in this process: what a `Worker` given `local: node` calls (README "Embedded workers"). */
   readonly work: LocalWork;
   /** The commits this node writes, as they are acknowledged: what a `Client` given `local: node` reads `live()` events from. */
-  readonly live: LocalLive;
+  readonly live: LocalLive & { readonly nc: NatsConnection };
   readonly context: CommandContext;
   readonly log: Logger;
   /** Writes a checkpoint now (no-op without a dataDir). */

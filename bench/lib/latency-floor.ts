@@ -16,7 +16,7 @@
  * - `embedded`: the embedded rows' path, the two appends alone.
  * Nothing is decided, encoded or folded, so docket can only be slower.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
@@ -71,7 +71,8 @@ export async function serveFloorLeader(leader: NatsConnection, commits: readonly
 export async function latencyFloor(n: number, warmup: number, options: { path: FloorPath }): Promise<Measurement> {
   const server = await startNatsServer();
   const conns: NatsConnection[] = [];
-  let leaderProcess: ReturnType<typeof spawn> | undefined;
+  let leaderProcess: ChildProcess | undefined;
+  let leaderDied: (code: number | null, signal: NodeJS.Signals | null) => void = () => undefined;
   try {
     const open = async (name: string): Promise<NatsConnection> => {
       const nc = await connect({ servers: server.url, name });
@@ -85,13 +86,15 @@ export async function latencyFloor(n: number, warmup: number, options: { path: F
     let done: (() => void) | undefined;
     let failed: ((err: unknown) => void) | undefined;
     const fail = (err: unknown): void => failed?.(err);
+    leaderDied = (code, signal) => fail(new Error(`the floor's leader process exited (${code ?? signal}) mid-run`));
     if (options.path === 'hops') await serveFloorLeader(leader, commits, fail);
     if (options.path === 'leader_process') {
       // `node --import tsx`: one process, so its pid is the leader's (CPU).
       leaderProcess = spawn(process.execPath, ['--import', 'tsx', 'bench/floor-leader.ts', server.url, String(n + warmup)], { cwd: REPO, stdio: ['ignore', 'pipe', 'inherit'] });
       track(leaderProcess);
-      const [line] = (await Promise.race([once(leaderProcess.stdout!, 'data'), once(leaderProcess, 'exit').then(() => ['exited'])])) as [Buffer | string];
-      if (!String(line).startsWith('ready')) throw new Error(`the floor's leader process did not start: ${String(line)}`);
+      await leaderReady(leaderProcess);
+      // A leader that dies mid-run fails the job in flight at once, not after its 30 s.
+      leaderProcess.once('exit', leaderDied);
     }
     if (options.path !== 'embedded') {
       // The hops carry what docket's do, about: the submit, the claim's commit (the job handed
@@ -118,7 +121,8 @@ export async function latencyFloor(n: number, warmup: number, options: { path: F
     };
 
     const samples: number[] = [];
-    const roles = { bench: process.pid, nats: server.process.pid!, ...(leaderProcess ? { leader: leaderProcess.pid! } : {}) };
+    // The leader process plays the node: its CPU goes in the report's node column.
+    const roles = { bench: process.pid, nats: server.process.pid!, ...(leaderProcess ? { node: leaderProcess.pid! } : {}) };
     const m = await measured(roles, async () => {
       for (let i = 0; i < n + warmup; i++) {
         const t0 = performance.now();
@@ -131,8 +135,41 @@ export async function latencyFloor(n: number, warmup: number, options: { path: F
     const path = { hops: '2 appends + 4 one-way hops', leader_process: '2 appends + 4 one-way hops, the leader in its own process', embedded: '2 appends' }[options.path];
     return { values, cpu: m.cpu, extra: { ...extra, appends: 2 * (n + warmup), path } };
   } finally {
-    leaderProcess?.kill('SIGTERM');
+    if (leaderProcess) await stopLeader(leaderProcess, leaderDied);
     for (const nc of conns) await nc.close().catch(() => undefined);
     await server.stop();
   }
+}
+
+/** Resolves once the leader process prints `ready`; rejects if it exits first or takes 60 s. */
+function leaderReady(child: ChildProcess): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => finish(new Error('the floor\'s leader process not ready after 60 s')), 60_000);
+    const onData = (chunk: Buffer): void => {
+      out += chunk.toString();
+      if (/^ready$/m.test(out)) finish(null);
+    };
+    const onExit = (code: number | null, signal: NodeJS.Signals | null): void => finish(new Error(`the floor's leader process exited (${code ?? signal}) before it was ready: ${out}`));
+    function finish(err: Error | null): void {
+      clearTimeout(timer);
+      child.stdout!.off('data', onData);
+      child.off('exit', onExit);
+      if (err) reject(err);
+      else resolve();
+    }
+    child.stdout!.on('data', onData);
+    child.once('exit', onExit);
+  });
+}
+
+/** Stops the leader process and waits for it to be gone, so it takes no CPU from the next run. */
+async function stopLeader(child: ChildProcess, onDied: (code: number | null, signal: NodeJS.Signals | null) => void): Promise<void> {
+  child.off('exit', onDied);
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+  await exited;
+  clearTimeout(timer);
 }

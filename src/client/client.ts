@@ -45,8 +45,9 @@ export interface ClientOptions {
   readonly requestTimeoutMs?: number;
   /**
    * A node in this process (`startNode`'s result): commands are answered by it with no NATS round
-   * trip, and events are read on its connection (README "Embedded workers"). Takes the place of
-   * `servers` and `nc`; close the client before the node.
+   * trip, and live events are its own commits handed over in process and other leaders' read on
+   * the connection it publishes on (README "Embedded workers"). Takes the place of `servers` and
+   * `nc`; close the client before the node.
    */
   readonly local?: { readonly nc: NatsConnection; readonly commands: LocalCommands; readonly live?: LocalLive };
 }

@@ -21,10 +21,11 @@ export interface LocalLive {
   subscribe(listener: LiveCommitListener): () => void;
   /**
    * The connection the node publishes its live commits on, where embedded clients subscribe to
-   * the other leaders' commits. Opened with `noEcho` when the node opened it: nats-server then
-   * does not send the node's own commits back, which `subscribe` already handed over in process.
+   * the other leaders' commits; the node owns it (subscribe on it, never close it). Opened with
+   * `noEcho` when the node opened it: nats-server then does not send the node's own commits back,
+   * which `subscribe` already handed over in process. Without it, the client's own connection.
    */
-  readonly nc: NatsConnection;
+  readonly nc?: NatsConnection;
 }
 
 /** A live event: the committed envelope with its position in the log. */
@@ -76,7 +77,10 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
   void sub.closed.then(end, end);
   async function* read(): AsyncGenerator<LiveEvent> {
     // Per partition, the last commit yielded: its leader publishes in order, so a sequence not
-    // past it is the same commit come the other way (in process, then over NATS).
+    // past it is the same commit come the other way (in process, then over NATS, where the
+    // connection echoes the node's own publishes). Across a change of leader, an old leader's
+    // late commit that arrives after the new one's is dropped too: live events are a view, and
+    // `events()` reads the log itself.
     const last = new Map<string, number>();
     try {
       for (;;) {

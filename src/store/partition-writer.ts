@@ -405,14 +405,13 @@ export class PartitionWriter {
     }
     parts.push(EVENTS_END);
     const payload = Buffer.concat(parts);
-    const appended = this.store.append({ subject: this.subject, payload, msgId: id, expectedSeq: this.tip.seq });
-    // The next commit's prev_hash, computed while this one's append flies (after the socket
-    // write, which the current turn ends with), not between its ack and its replies.
+    // The next commit's prev_hash, computed in a later turn than the append's socket write:
+    // usually while the append flies, not between its ack and its replies (then after the ack).
     let hash: string | undefined;
     const hashing = setImmediate(() => (hash = commitHash(payload)));
     let seq: number;
     try {
-      ({ seq } = await appended);
+      ({ seq } = await this.store.append({ subject: this.subject, payload, msgId: id, expectedSeq: this.tip.seq }));
     } catch (err) {
       seq = await this.reconcile(id, err);
     } finally {

@@ -4,7 +4,7 @@
  * no work request crosses NATS; when another node leads, they go over NATS like any worker's.
  * Either way the log is the same: every job ends once, no job has two open runs, the audit is clean.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, test, vi } from 'vitest';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { Client } from '../../src/client/client.js';
 import { Worker } from '../../src/client/worker.js';
@@ -201,9 +201,15 @@ describe('a Worker embedded in a node', () => {
       const overNats: number[] = [];
       const echo = node.live.nc.subscribe(subjects.live(queuePartition(queue)), { callback: (_err, m) => void overNats.push(Number(m.headers?.get(LIVE_SEQ_HEADER))) });
       const abort = new AbortController();
+      // Where the client subscribes: on the connection the node publishes on, not its main one.
+      const onLiveNc = vi.spyOn(node.live.nc, 'subscribe');
+      const onMainNc = vi.spyOn(node.nc, 'subscribe');
       try {
         const live = local.live({ queue, signal: abort.signal });
         await live.ready;
+        const liveSubject = subjects.liveQueues(queue);
+        expect(onLiveNc.mock.calls.map(([subject]) => subject)).toContain(liveSubject);
+        expect(onMainNc.mock.calls.map(([subject]) => subject)).not.toContain(liveSubject);
         await local.cancel(first!);
         const [second] = await submit(queue, 1, 1);
         await local.cancel(second!);
@@ -219,6 +225,8 @@ describe('a Worker embedded in a node', () => {
         await node.live.nc.flush();
         expect(overNats).toEqual(side === 'leads' ? [] : stored.map((e) => e.seq));
       } finally {
+        onLiveNc.mockRestore();
+        onMainNc.mockRestore();
         echo.unsubscribe();
         abort.abort();
         unlisten();
