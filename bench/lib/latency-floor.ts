@@ -29,6 +29,10 @@ import { track } from './procs.js';
 
 const QUEUE = 'latency';
 const PARTITION = `docket.log.q.${QUEUE}`;
+/** The hops' core subjects, between the client, the leader and the worker. */
+const HOP = { submit: 'floor.submit', job: 'floor.job', complete: 'floor.complete', done: 'floor.done' } as const;
+/** What the hops carry for the submit and the run's end (every job the same: nothing is decided). */
+const SUBMITTED = jobEvent(0, 0, QUEUE).data as { job_id: string; params: unknown };
 
 export type FloorPath = 'hops' | 'leader_process' | 'embedded';
 
@@ -57,11 +61,11 @@ export function floorAppender(nc: NatsConnection): (payload: Uint8Array) => Prom
 export async function serveFloorLeader(leader: NatsConnection, commits: readonly (readonly [Uint8Array, Uint8Array])[], onError: (err: unknown) => void): Promise<void> {
   const append = floorAppender(leader);
   let job = 0;
-  leader.subscribe('floor.submit', { callback: () => void append(commits[job]![0]).then(() => leader.publish('floor.job', commits[job]![0]), onError) });
-  leader.subscribe('floor.complete', {
+  leader.subscribe(HOP.submit, { callback: () => void append(commits[job]![0]).then(() => leader.publish(HOP.job, commits[job]![0]), onError) });
+  leader.subscribe(HOP.complete, {
     callback: () =>
       void append(commits[job]![1]).then(() => {
-        leader.publish('floor.done', commits[job]![1]);
+        leader.publish(HOP.done, commits[job]![1]);
         job += 1;
       }, onError),
   });
@@ -99,16 +103,17 @@ export async function latencyFloor(n: number, warmup: number, options: { path: F
     if (options.path !== 'embedded') {
       // The hops carry what docket's do, about: the submit, the claim's commit (the job handed
       // over), the run's end, the completion's commit (its live message).
-      const submitted = jobEvent(0, 0, QUEUE).data as { job_id: string; params: unknown };
-      worker.subscribe('floor.job', { callback: () => worker.publish('floor.complete', JSON.stringify({ job_id: submitted.job_id, run_id: 'R', result: null })) });
-      client.subscribe('floor.done', { callback: () => done?.() });
+      const ended = JSON.stringify({ job_id: SUBMITTED.job_id, run_id: 'R', result: null });
+      worker.subscribe(HOP.job, { callback: () => worker.publish(HOP.complete, ended) });
+      client.subscribe(HOP.done, { callback: () => done?.() });
       await Promise.all(conns.map((nc) => nc.flush()));
     }
-    const append = floorAppender(leader);
+    // Embedded: this process is the leader and appends itself.
+    const append = options.path === 'embedded' ? floorAppender(leader) : undefined;
     let job = 0;
-    const submit = JSON.stringify({ queue: QUEUE, params: (jobEvent(0, 0, QUEUE).data as { params: unknown }).params });
+    const submit = JSON.stringify({ queue: QUEUE, params: SUBMITTED.params });
     const one = (): Promise<void> => {
-      if (options.path === 'embedded') return append(commits[job]![0]).then(() => append(commits[job]![1]));
+      if (append) return append(commits[job]![0]).then(() => append(commits[job]![1]));
       return new Promise<void>((resolve, reject) => {
         const timer = setTimeout(() => reject(new Error(`floor: job ${job} not seen in 30 s`)), 30_000);
         done = () => {
@@ -116,7 +121,7 @@ export async function latencyFloor(n: number, warmup: number, options: { path: F
           resolve();
         };
         failed = reject;
-        client.publish('floor.submit', submit);
+        client.publish(HOP.submit, submit);
       });
     };
 
