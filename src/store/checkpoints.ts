@@ -227,7 +227,7 @@ function fromLine(line: RecordLine): JobRecord {
   return { jobId, queue, state: { job: { value: status, context }, run: run === 0 ? INITIAL_JOB_STATE.run : run } as JobState, seq, submitSeq, submitId, commandHash: commandHash ?? null, later: later === 0 ? NO_EVENTS : later };
 }
 
-async function writeRecords(file: FileHandle, records: Iterable<JobRecord | undefined>): Promise<number> {
+async function writeRecords(file: LineSink, records: Iterable<JobRecord | undefined>): Promise<number> {
   let count = 0;
   let chunk: RecordLine[] = [];
   const flush = async () => {
@@ -246,7 +246,7 @@ async function writeRecords(file: FileHandle, records: Iterable<JobRecord | unde
   return count;
 }
 
-async function writeEvicted(file: FileHandle, tuples: readonly EvictedTuple[]): Promise<number> {
+async function writeEvicted(file: LineSink, tuples: readonly EvictedTuple[]): Promise<number> {
   for (let i = 0; i < tuples.length; i += CHUNK_RECORDS) {
     await file.write(`${JSON.stringify({ evicted: tuples.slice(i, i + CHUNK_RECORDS) } satisfies EvictedLines)}\n`);
     await new Promise((resolve) => setImmediate(resolve));
@@ -254,108 +254,158 @@ async function writeEvicted(file: FileHandle, tuples: readonly EvictedTuple[]): 
   return tuples.length;
 }
 
-/** One row of the cold block being written. */
-interface ColdRow {
-  readonly fp: Fingerprint | Uint32Array;
-  readonly priority: number;
-  readonly position: number;
-  readonly submitSeq: number;
-  readonly runAtMs: number;
-  /** The record line: its bytes, or where to read them (a cold row, read when written). */
-  readonly line: Buffer | { readonly cold: ColdJobs; readonly row: number };
+/** A column of numbers that grows as rows are added, `width` numbers a row. */
+class GrowableColumn<T extends Float64Array | Uint32Array> {
+  constructor(
+    private values: T,
+    private readonly width = 1,
+  ) {}
+
+  /** The column, with room for `rows` rows. */
+  room(rows: number): T {
+    if (rows * this.width > this.values.length) {
+      const grown = new (this.values.constructor as new (n: number) => T)(Math.max(this.values.length * 2, rows * this.width));
+      grown.set(this.values);
+      this.values = grown;
+    }
+    return this.values;
+  }
 }
 
-function lineLengthOf(row: ColdRow): number {
-  const { line } = row;
-  return 'row' in line ? line.cold.lineLengthAt(line.row) : line.length;
-}
+/** Where a cold row's record line comes from: a record, stringified as the block is written, or a row of the current block. */
+type LineSource = JobRecord | number;
 
-/** The row's line; a cold row's is valid until the next line is read. */
-function lineOf(row: ColdRow): Buffer {
-  const { line } = row;
-  return 'row' in line ? line.cold.lineAt(line.row) : line;
-}
-
-function compareColdRows(a: ColdRow, b: ColdRow): number {
-  return a.priority - b.priority || a.position - b.position || a.submitSeq - b.submitSeq;
-}
-
-/** Collects the rows of the cold block by queue, then writes them in queue order. */
+/**
+ * Collects the rows of the cold block by queue, then writes them in queue order. A row is a slot
+ * in each column and a reference to its record (records are immutable, replaced on change, so
+ * the reference is the record as listed); its line is made as it is written. A row as an object
+ * holding its line as a buffer made a million of each for a million queued jobs: ~250 MB of
+ * garbage that a node gone idle after the write kept resident (README "Performance", memory per
+ * queued job).
+ */
 class ColdRowsBuilder {
-  private readonly byQueue = new Map<string, ColdRow[]>();
+  private readonly byQueue = new Map<string, number[]>();
+  private readonly fingerprints = new GrowableColumn(new Uint32Array(4 * 1024), 4);
+  private readonly priority = new GrowableColumn(new Float64Array(1024));
+  private readonly position = new GrowableColumn(new Float64Array(1024));
+  private readonly submitSeq = new GrowableColumn(new Float64Array(1024));
+  private readonly runAtMs = new GrowableColumn(new Float64Array(1024));
+  private readonly sources: LineSource[] = [];
 
-  private rowsOf(queue: string): ColdRow[] {
+  /** `cold`: the store's current block, whose rows addRow copies. */
+  constructor(private readonly cold: ColdJobs | undefined) {}
+
+  private add(queue: string, fp: Fingerprint | Uint32Array, priority: number, position: number, submitSeq: number, runAtMs: number, source: LineSource): void {
+    const row = this.sources.length;
+    this.sources.push(source);
+    this.fingerprints.room(row + 1).set(fp, row * 4);
+    this.priority.room(row + 1)[row] = priority;
+    this.position.room(row + 1)[row] = position;
+    this.submitSeq.room(row + 1)[row] = submitSeq;
+    this.runAtMs.room(row + 1)[row] = runAtMs;
     let rows = this.byQueue.get(queue);
     if (!rows) this.byQueue.set(queue, (rows = []));
-    return rows;
+    rows.push(row);
   }
 
   addRecord(record: JobRecord, fp: Fingerprint): void {
     const c = record.state.job.context;
-    this.rowsOf(record.queue).push({
-      fp,
-      priority: c.priority,
-      position: c.position ?? record.submitSeq,
-      submitSeq: record.submitSeq,
-      runAtMs: Date.parse(c.run_at),
-      line: Buffer.from(JSON.stringify(toLine(record))),
-    });
+    this.add(record.queue, fp, c.priority, c.position ?? record.submitSeq, record.submitSeq, Date.parse(c.run_at), record);
   }
 
-  addRow(cold: ColdJobs, row: number): void {
+  addRow(row: number): void {
+    const cold = this.cold!;
     const c = cold.columns;
-    this.rowsOf(cold.queueAt(row)).push({ fp: c.fingerprints.subarray(row * 4, row * 4 + 4), priority: c.priority[row]!, position: c.position[row]!, submitSeq: c.submitSeq[row]!, runAtMs: c.runAtMs[row]!, line: { cold, row } });
+    this.add(cold.queueAt(row), c.fingerprints.subarray(row * 4, row * 4 + 4), c.priority[row]!, c.position[row]!, c.submitSeq[row]!, c.runAtMs[row]!, row);
   }
 
-  /** Writes the block (nothing when there are no rows); returns its rows. */
-  async write(file: FileHandle): Promise<number> {
+  /**
+   * Writes the block at `file`'s position (nothing when there are no rows); returns its rows.
+   * The columns end with the lines' end offsets, so the lines are made and written first, past
+   * where the columns go; then the columns; then the line before them, its `bytes` padded to a
+   * fixed width (JSON allows the spaces), so that the block's place is known before its size.
+   */
+  async write(file: PositionedFile): Promise<number> {
+    const n = this.sources.length;
+    if (n === 0) return 0;
+    const [priority, position, submitSeq, runAtMs, fingerprints] = [this.priority, this.position, this.submitSeq, this.runAtMs, this.fingerprints].map((column) => column.room(n)) as [Float64Array, Float64Array, Float64Array, Float64Array, Uint32Array];
     const queues = [...this.byQueue.keys()];
     const ranges: [number, number][] = [];
-    const rows: ColdRow[] = [];
+    const order: number[] = [];
     for (const queue of queues) {
       // Mostly in order already (submit order): the sort's runs make it close to linear.
-      const sorted = this.byQueue.get(queue)!.sort(compareColdRows);
-      ranges.push([rows.length, rows.length + sorted.length]);
-      for (const row of sorted) rows.push(row);
+      const sorted = this.byQueue.get(queue)!.sort((a, b) => priority[a]! - priority[b]! || position[a]! - position[b]! || submitSeq[a]! - submitSeq[b]!);
+      ranges.push([order.length, order.length + sorted.length]);
+      for (const row of sorted) order.push(row);
     }
-    const n = rows.length;
-    if (n === 0) return 0;
-    const fingerprints = new Uint32Array(n * 4);
-    const priority = new Float64Array(n);
-    const position = new Float64Array(n);
-    const submitSeq = new Float64Array(n);
-    const runAtMs = new Float64Array(n);
-    const bodyEnds = new Uint32Array(n);
-    let end = 0;
-    rows.forEach((row, i) => {
-      fingerprints.set(row.fp, i * 4);
-      priority[i] = row.priority;
-      position[i] = row.position;
-      submitSeq[i] = row.submitSeq;
-      runAtMs[i] = row.runAtMs;
-      end += lineLengthOf(row);
-      bodyEnds[i] = end;
+    const columns = { fingerprints: new Uint32Array(n * 4), priority: new Float64Array(n), position: new Float64Array(n), submitSeq: new Float64Array(n), runAtMs: new Float64Array(n), bodyEnds: new Uint32Array(n) };
+    order.forEach((row, i) => {
+      columns.fingerprints.set(fingerprints.subarray(row * 4, row * 4 + 4), i * 4);
+      columns.priority[i] = priority[row]!;
+      columns.position[i] = position[row]!;
+      columns.submitSeq[i] = submitSeq[row]!;
+      columns.runAtMs[i] = runAtMs[row]!;
     });
-    const columns = [fingerprints, priority, position, submitSeq, runAtMs, bodyEnds].map((a) => Buffer.from(a.buffer, a.byteOffset, a.byteLength));
-    const bytes = columns.reduce((sum, b) => sum + b.length, 0) + end;
-    await file.write(`${JSON.stringify({ cold: { rows: n, queues, ranges, bytes } } satisfies ColdLine)}\n`);
-    for (const column of columns) await file.write(column);
-    // Lines are copied into one reused batch as they are read: a cold row's line is read from
+    const parts = Object.values(columns).map((a) => Buffer.from(a.buffer, a.byteOffset, a.byteLength));
+    const columnBytes = parts.reduce((sum, b) => sum + b.length, 0);
+    const coldLine = (bytes: number): string => JSON.stringify({ cold: { rows: n, queues, ranges, bytes } } satisfies ColdLine);
+    const lineBytes = Buffer.byteLength(coldLine(Number.MAX_SAFE_INTEGER)) + 1;
+    const lineAt = file.position;
+    const linesAt = lineAt + lineBytes + columnBytes;
+    // Lines are copied into one reused batch as they are made: a cold row's line is read from
     // the old file into a block the next read may reuse.
-    const batch = Buffer.allocUnsafe(1 << 22);
+    const batch = Buffer.allocUnsafe(LINE_BATCH_BYTES);
     let batchBytes = 0;
-    for (const row of rows) {
-      const line = lineOf(row);
+    let end = 0;
+    for (let i = 0; i < n; i++) {
+      const source = this.sources[order[i]!]!;
+      const line = typeof source === 'number' ? this.cold!.lineAt(source) : Buffer.from(JSON.stringify(toLine(source)));
       if (batchBytes + line.length > batch.length) {
-        await file.write(batch, 0, batchBytes);
+        await file.writeAt(linesAt + end - batchBytes, batch, batchBytes);
         batchBytes = 0;
       }
-      if (line.length > batch.length) await file.write(line);
+      if (line.length > batch.length) await file.writeAt(linesAt + end, line);
       else batchBytes += line.copy(batch, batchBytes);
+      end += line.length;
+      columns.bodyEnds[i] = end;
     }
-    if (batchBytes > 0) await file.write(batch, 0, batchBytes);
+    if (batchBytes > 0) await file.writeAt(linesAt + end - batchBytes, batch, batchBytes);
+    await file.writeAt(lineAt, Buffer.from(`${coldLine(columnBytes + end).padEnd(lineBytes - 1)}\n`));
+    let at = lineAt + lineBytes;
+    for (const part of parts) {
+      await file.writeAt(at, part);
+      at += part.length;
+    }
+    file.position = linesAt + end;
     await file.write('\n');
     return n;
+  }
+}
+
+/** Bytes of record lines written at once: a few thousand lines made between two writes, so commands get their turns. */
+const LINE_BATCH_BYTES = 1 << 20;
+
+/** Where a checkpoint's lines go: a file opened to append, or a PositionedFile. */
+interface LineSink {
+  write(line: string): Promise<unknown>;
+}
+
+/** A new file written at positions it keeps, not the descriptor's: the cold block's parts are written out of order. */
+class PositionedFile implements LineSink {
+  position = 0;
+  constructor(private readonly file: FileHandle) {}
+
+  async write(line: string): Promise<void> {
+    const bytes = Buffer.from(line);
+    await this.writeAt(this.position, bytes);
+    this.position += bytes.length;
+  }
+
+  async writeAt(position: number, bytes: Uint8Array, length = bytes.length): Promise<void> {
+    for (let done = 0; done < length; ) {
+      const { bytesWritten } = await this.file.write(bytes, done, length - done, position + done);
+      done += bytesWritten;
+    }
   }
 }
 
@@ -468,13 +518,14 @@ export class CheckpointFile {
   private async writeWhole(seq: number, store: CheckpointSource, aggregates: readonly AggregateRecord[]): Promise<number> {
     await mkdir(dirname(this.path), { recursive: true });
     const tmp = `${this.path}.${process.pid}.tmp`;
-    const file = await open(tmp, 'w');
+    const handle = await open(tmp, 'w');
+    const file = new PositionedFile(handle);
     try {
       const header: CheckpointHeader = { format: FORMAT, endian: endianness(), versions: MACHINE_VERSIONS, stream_created: this.streamCreated };
       await file.write(`${JSON.stringify(header)}\n`);
       // Jobs created while this runs are in the next segment: stop at the ones there now, or a
       // busy node's Map iteration (which visits entries added meanwhile) would never end.
-      const coldRows = new ColdRowsBuilder();
+      const coldRows = new ColdRowsBuilder(store.cold);
       // The rows cold now are written from their bytes even if read meanwhile (the writes below
       // yield to commands): a job read but not changed would otherwise be in neither part.
       const cold = store.cold;
@@ -495,16 +546,16 @@ export class CheckpointFile {
           if (row < 0 || wasCold[row] === 0) coldRows.addRecord(record, fp);
         }
       })());
-      for (const row of coldNow) coldRows.addRow(cold!, row);
+      for (const row of coldNow) coldRows.addRow(row);
       const coldJobs = await coldRows.write(file);
       const evicted = await writeEvicted(file, store.evictedLines().map((line) => toEvictedTuple(0, line)));
       await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
       await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }), ...(coldJobs === 0 ? {} : { cold_jobs: coldJobs }) } satisfies SealLine)}\n`);
-      await file.close();
+      await handle.close();
       await rename(tmp, this.path);
       return records + evicted + coldJobs;
     } catch (err) {
-      await file.close().catch(() => undefined);
+      await handle.close().catch(() => undefined);
       await rm(tmp, { force: true });
       throw err;
     }

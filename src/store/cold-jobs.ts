@@ -184,11 +184,6 @@ export class ColdJobs {
     return this.columns.bodies.read(row === 0 ? 0 : this.columns.bodyEnds[row - 1]!, this.columns.bodyEnds[row]!);
   }
 
-  /** The length of the row's record line, without reading it. */
-  lineLengthAt(row: number): number {
-    return this.columns.bodyEnds[row]! - (row === 0 ? 0 : this.columns.bodyEnds[row - 1]!);
-  }
-
   /** Lets go of the checkpoint file the lines are read from (the node stops). */
   close(): void {
     this.columns.bodies.close();

@@ -217,6 +217,46 @@ describe('checkpoint file', () => {
     expect(() => cold.recordAt(0)).toThrow(/closed/);
   });
 
+  test("a whole rewrite of cold rows and new records of two queues: each queue's rows in queue order, a line longer than the write batch (1 MiB) whole", async () => {
+    const path = join(dir, 'checkpoint.json');
+    const submitTo = (store: JobStore, file: CheckpointFile, queue: string, i: number, seq: number) => {
+      const jobId = `${queue}-${i}`;
+      const params = i === 7 ? { big: 'x'.repeat(1_200_000) } : { i };
+      store.apply({ seq, queue, jobId, event: jobEvent('job.submitted', { job_id: jobId, key: null, params, priority: (i * 7) % 5, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }, { queue }) });
+      file.changed(jobId);
+    };
+    const first = new JobStore();
+    const firstFile = new CheckpointFile(path, STREAM_CREATED);
+    for (let i = 0; i < 400; i++) submitTo(first, firstFile, 'alpha', i, i + 1);
+    await firstFile.write(400, first);
+    const read = (await readCheckpoint(path, STREAM_CREATED))!;
+
+    // Restored cold, then new jobs in both queues: the next whole write copies rows and makes lines.
+    const restored = new JobStore();
+    restored.restoreCold(read.cold!);
+    const file = new CheckpointFile(path, STREAM_CREATED);
+    for (let i = 400; i < 700; i++) submitTo(restored, file, i % 2 === 0 ? 'alpha' : 'beta', i, i + 1);
+    await file.write(700, restored);
+    const again = (await readCheckpoint(path, STREAM_CREATED))!;
+    const cold = again.cold!;
+    expect(cold.size).toBe(700);
+    const records = checkpointRecords(again);
+    expect(records.find((r) => r.jobId === 'alpha-7')!.state.job.context.params).toEqual({ big: 'x'.repeat(1_200_000) });
+    expect(new Map(records.map((r) => [r.jobId, r]))).toEqual(new Map([...checkpointRecords(read), ...[...restored.warmValues()]].map((r) => [r.jobId, r])));
+    const { queues, ranges } = cold.columns;
+    expect([...queues].sort()).toEqual(['alpha', 'beta']);
+    queues.forEach((queue, q) => {
+      const [from, to] = ranges[q]!;
+      const rows = Array.from({ length: to - from }, (_, k) => cold.recordAt(from + k));
+      expect(rows.every((r) => r.queue === queue)).toBe(true);
+      const key = (r: JobRecord) => [r.state.job.context.priority, r.submitSeq];
+      const sorted = [...rows].sort((a, b) => key(a)[0]! - key(b)[0]! || key(a)[1]! - key(b)[1]!);
+      expect(rows.map((r) => r.jobId)).toEqual(sorted.map((r) => r.jobId));
+    });
+    read.cold!.close();
+    cold.close();
+  });
+
   test('a format 7 file (lines only, no cold block) is still read; format 6 is not', async () => {
     const path = join(dir, 'checkpoint.json');
     const file = new CheckpointFile(path, STREAM_CREATED);
