@@ -56,7 +56,9 @@ export function jobOfFire(schedule: ScheduleState, template: TemplateState | nul
   if (spec === null) return null;
   const overrides = spec.params ?? {};
   // A cron fire's job is claimable from its due time (tick + jitter): it may be decided ahead.
-  const dueAt = trigger === 'cron' ? { due_at: toTick(Date.parse(tick) + jitterOf(spec.jitter_ms, schedule.context.name, tick)) } : {};
+  const jitter = trigger === 'cron' ? jitterOf(spec.jitter_ms, schedule.context.name, tick) : 0;
+  // A tick is toTick's own text, so without jitter it is its due time as it is (no parse and format again per fire).
+  const dueAt = trigger === 'cron' ? { due_at: jitter === 0 ? tick : toTick(Date.parse(tick) + jitter) } : {};
   const provenance = { job_id: jobId, schedule: schedule.context.name, tick, trigger, ...dueAt };
   if (spec.template !== null) {
     if (!templateUsable(template)) return null;

@@ -171,9 +171,13 @@ function decideInOrder<C>(ctx: CommandContext, ref: { kind: 'template' | 'schedu
   const events: AggregateEvent[] = [];
   for (const c of build(state as FoldState<C>)) {
     const event = aggregateEnvelope(ctx, c.type, ref as never, c.id, c.data as never, c.meta ?? {}) as AggregateEvent;
-    const decision = decideAggregate(state, event);
-    if (!decision.ok) throw new InvalidTransitionError(decision.reason, { details: { [ref.kind]: ref.id, status: state.value } });
-    state = evolveAggregate(state, event)!;
+    // The machine's next state says whether it accepts the event; its decision, only why not (one step per event, not two).
+    const next = evolveAggregate(state, event);
+    if (next === null) {
+      const decision = decideAggregate(state, event);
+      throw new InvalidTransitionError(decision.ok ? `the ${ref.kind} machine refused ${event.type}` : decision.reason, { details: { [ref.kind]: ref.id, status: state.value } });
+    }
+    state = next;
     events.push(event);
   }
   return events;

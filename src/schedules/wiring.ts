@@ -60,6 +60,8 @@ export interface ScheduleWiring {
 
 /** The job.submitted of a fired job: its derived id, its provenance; a resend finds the job by id. */
 function firedJobEvent(ctx: CommandContext, job: ScheduledJob) {
+  const now = ctx.clock.now();
+  const due = job.due_at === undefined ? -Infinity : Date.parse(job.due_at);
   return envelope(ctx, 'job.submitted', { queue: job.queue, jobId: job.job_id }, plainSubmitId(job.job_id), {
     job_id: job.job_id,
     key: null,
@@ -67,7 +69,8 @@ function firedJobEvent(ctx: CommandContext, job: ScheduledJob) {
     priority: job.priority ?? Priority.Default,
     position: null,
     // A tick fired ahead is claimable at its due time; any other fire at once.
-    run_at: new Date(Math.max(ctx.clock.now(), job.due_at === undefined ? -Infinity : Date.parse(job.due_at))).toISOString(),
+    // due_at is toTick's text: kept as it is when it is the later.
+    run_at: due > now ? job.due_at! : new Date(now).toISOString(),
     max_attempts: job.max_attempts ?? JobDefaults.maxAttempts,
     backoff: job.backoff ?? JobDefaults.backoff,
     attempt: 1,
