@@ -370,7 +370,9 @@ class ColdRowsBuilder {
       columns.bodyEnds[i] = end;
     }
     if (batchBytes > 0) await file.writeAt(linesAt + end - batchBytes, batch, batchBytes);
-    await file.writeAt(lineAt, Buffer.from(`${coldLine(columnBytes + end).padEnd(lineBytes - 1)}\n`));
+    const line = coldLine(columnBytes + end);
+    // Padded in bytes, not characters (a queue name is ASCII today; the padding need not know it).
+    await file.writeAt(lineAt, Buffer.from(`${line}${' '.repeat(lineBytes - 1 - Buffer.byteLength(line))}\n`));
     let at = lineAt + lineBytes;
     for (const part of parts) {
       await file.writeAt(at, part);
