@@ -364,7 +364,9 @@ class ColdRowsBuilder {
         await file.writeAt(linesAt + end - batchBytes, batch, batchBytes);
         batchBytes = 0;
       }
-      if (line.length > batch.length) await file.writeAt(linesAt + end, line);
+      // A cold row's line is a view of a read block that reads by commands during the write may
+      // reuse: copied before the await.
+      if (line.length > batch.length) await file.writeAt(linesAt + end, typeof source === 'number' ? Buffer.from(line) : line);
       else batchBytes += line.copy(batch, batchBytes);
       end += line.length;
       columns.bodyEnds[i] = end;
