@@ -1,7 +1,8 @@
 /**
  * A checkpoint's whole rewrite of N queued jobs (all of them go to the cold block): wall time,
- * CPU, and the peak of the V8 heap and of array buffers while it writes (sampled every 20 ms),
- * three times over the same job store. A whole rewrite runs on the node's main thread between
+ * CPU, the peak of the V8 heap and of array buffers while it writes (sampled every 20 ms), and
+ * how long it held the event loop at once (the delay of a 1 ms timer: max and p99), three times
+ * over the same job store. A whole rewrite runs on the node's main thread between
  * commands, and what it allocates stays resident until a collection that an idle node may not
  * run (README "Performance", memory per queued job).
  *
@@ -10,6 +11,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { CheckpointFile, readCheckpoint } from '../src/store/checkpoints.js';
 import { JobStore } from '../src/store/job-store.js';
 import { at, jobEvent } from '../test/support/arbitraries.js';
@@ -45,17 +47,20 @@ try {
       peakHeap = Math.max(peakHeap, m.heapUsed);
       peakArrayBuffers = Math.max(peakArrayBuffers, m.arrayBuffers);
     }, 20);
+    const loop = monitorEventLoopDelay({ resolution: 1 });
+    loop.enable();
     const t0 = performance.now();
     const cpu0 = process.cpuUsage();
     await file.write(jobs, store);
     const cpu = process.cpuUsage(cpu0);
     const ms = performance.now() - t0;
+    loop.disable();
     clearInterval(sampler);
     const read = await readCheckpoint(path, STREAM_CREATED);
     if (read?.cold?.size !== jobs) throw new Error(`the checkpoint holds ${read?.cold?.size ?? 0} cold rows, not ${jobs}`);
     read.cold.close();
     process.stdout.write(
-      `${JSON.stringify({ jobs, wall_ms: Math.round(ms), cpu_ms: Math.round((cpu.user + cpu.system) / 1000), heap_mb: { before: Math.round(before.heapUsed / MB), peak: Math.round(peakHeap / MB) }, array_buffers_mb: { before: Math.round(before.arrayBuffers / MB), peak: Math.round(peakArrayBuffers / MB) } })}\n`,
+      `${JSON.stringify({ jobs, wall_ms: Math.round(ms), cpu_ms: Math.round((cpu.user + cpu.system) / 1000), heap_mb: { before: Math.round(before.heapUsed / MB), peak: Math.round(peakHeap / MB) }, array_buffers_mb: { before: Math.round(before.arrayBuffers / MB), peak: Math.round(peakArrayBuffers / MB) }, loop_held_ms: { max: Math.round(loop.max / 1e6), p99: Math.round(loop.percentile(99) / 1e6) } })}\n`,
     );
   }
 } finally {

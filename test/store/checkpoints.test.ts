@@ -257,6 +257,58 @@ describe('checkpoint file', () => {
     cold.close();
   });
 
+  test('a whole rewrite of 50,000 queued jobs gives the loop turns throughout, and jobs submitted and claimed during it come back as the store holds them after the next write', async () => {
+    const path = join(dir, 'checkpoint.json');
+    // How many jobs the write reads between two turns of the loop, at most.
+    let sinceTurn = 0;
+    let longestRun = 0;
+    class CountingStore extends JobStore {
+      override *warmValues(): IterableIterator<JobRecord> {
+        for (const record of super.warmValues()) {
+          longestRun = Math.max(longestRun, ++sinceTurn);
+          yield record;
+        }
+      }
+    }
+    const store = new CountingStore();
+    const file = new CheckpointFile(path, STREAM_CREATED);
+    let seq = 0;
+    const submit = (jobId: string) => {
+      store.apply({ seq: ++seq, queue: QUEUE, jobId, event: jobEvent('job.submitted', { job_id: jobId, key: null, params: { jobId }, priority: seq % 3, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }) });
+      file.changed(jobId);
+    };
+    const claim = (jobId: string) => {
+      store.apply({ seq: ++seq, queue: QUEUE, jobId, event: jobEvent('job.claimed', { job_id: jobId, run_id: `r-${jobId}`, worker: 'w', host: 'h', pid: 1, version: 'v', lease_ms: 30_000 } as never) });
+      file.changed(jobId);
+    };
+    const jobs = 50_000;
+    for (let i = 0; i < jobs; i++) submit(`job-${i}`);
+
+    // Commands beside the write: one a turn, a submit or a claim of a job it is writing.
+    let turns = 0;
+    let writing = true;
+    const beside = () => {
+      if (!writing) return;
+      turns += 1;
+      sinceTurn = 0;
+      if (turns % 2 === 0) submit(`during-${turns}`);
+      else claim(`job-${(turns * 7919) % jobs}`);
+      setImmediate(beside);
+    };
+    setImmediate(beside);
+    await file.write(seq, store);
+    writing = false;
+
+    // Unpaced, the write read every queued job at once, with no turn between (it had nothing to
+    // write until their lines); paced, a turn comes every 0.5 ms of its CPU: a few hundred jobs.
+    expect(longestRun).toBeLessThan(jobs / 5);
+    await file.write(seq, store);
+    const read = (await readCheckpoint(path, STREAM_CREATED))!;
+    expect(new Map(checkpointRecords(read).map((r) => [r.jobId, r]))).toEqual(new Map([...store.warmValues()].map((r) => [r.jobId, r])));
+    expect(store.size).toBe(jobs + Math.floor(turns / 2));
+    read.cold?.close();
+  });
+
   test('a format 7 file (lines only, no cold block) is still read; format 6 is not', async () => {
     const path = join(dir, 'checkpoint.json');
     const file = new CheckpointFile(path, STREAM_CREATED);
