@@ -1,14 +1,16 @@
 /**
  * Long background work on the node's one thread (a checkpoint's whole rewrite of a million jobs
  * takes seconds of CPU) shares it with the commands beside it: the work asks `due()` as it goes,
- * and when its slice is used up it awaits `pause()`, which hands the event loop over for a turn.
- * While those turns find other work (claims, appends, lease renewals), the pause lasts until the
- * others have had `othersShare` times the slice; a turn with nothing else to do ends it at once.
- * So an idle node runs the work at full speed, and a busy one gives it about 1 / (1 + othersShare)
- * of the thread, never nothing: a checkpoint still ends under any load. A slice is also what a
- * command waits for the loop at worst, so it is short: claims from a million queued jobs during
- * the checkpoint after their fill ran at ~0.6x of the small queue's with 2 ms slices, ~1.1x with
- * 0.5 ms, and 0.40x before the write was paced (`npm run bench -- --only large_queue`).
+ * and when its slice (wall time since its last pause, its own awaits included) is used up it
+ * awaits `pause()`, which hands the event loop over for a turn. While those turns hold other work
+ * (claims, appends, lease renewals: IDLE_TURN_MS or more of it), the pause lasts until the others
+ * have had `othersShare` times the slice; a turn with less ends it at once. So an idle node runs
+ * the work at full speed, and a busy one gives it at most 1 / (1 + othersShare) of the thread,
+ * never nothing: a checkpoint still ends under any load. A slice is also how long a command
+ * waits behind the paced steps, so it is short: claims from a million queued jobs during the
+ * checkpoint after their fill ran at ~0.6x of the small queue's with 2 ms slices, ~1.1x with
+ * 0.5 ms, and 0.40x before the write was paced (`npm run bench -- --only large_queue`). Steps
+ * that are not split (a sort of the rows, one JSON chunk) still hold the loop for their length.
  */
 
 export interface PacerOptions {
@@ -20,7 +22,7 @@ export interface PacerOptions {
   readonly now?: () => number;
 }
 
-/** A turn shorter than this found nothing else to do: ~10-30 µs is the bare turn's cost. */
+/** A turn shorter than this held no other work worth waiting for (~10-30 µs is a bare turn's cost). */
 const IDLE_TURN_MS = 0.2;
 
 export class Pacer {

@@ -364,19 +364,20 @@ class ColdRowsBuilder {
     let batchBytes = 0;
     let end = 0;
     for (let i = 0; i < n; i++) {
-      // Before the line is taken: a cold row's line is a view that reads during the pause may reuse.
       if (pacer.due()) await pacer.pause();
       const source = this.sources[order[i]!]!;
-      const line = typeof source === 'number' ? this.cold!.lineAt(source) : Buffer.from(JSON.stringify(toLine(source)));
-      if (batchBytes + line.length > batch.length) {
+      // A cold row's line is a view of a read block that a command's read during any await may
+      // reuse: it is taken only after the awaits for its room, and copied before the next one.
+      const made = typeof source === 'number' ? null : Buffer.from(JSON.stringify(toLine(source)));
+      const length = typeof source === 'number' ? this.cold!.lineBytesAt(source) : made!.length;
+      if (batchBytes + length > batch.length) {
         await file.writeAt(linesAt + end - batchBytes, batch, batchBytes);
         batchBytes = 0;
       }
-      // A cold row's line is a view of a read block that reads by commands during the write may
-      // reuse: copied before the await.
-      if (line.length > batch.length) await file.writeAt(linesAt + end, typeof source === 'number' ? Buffer.from(line) : line);
+      const line = typeof source === 'number' ? this.cold!.lineAt(source) : made!;
+      if (length > batch.length) await file.writeAt(linesAt + end, made ?? Buffer.from(line));
       else batchBytes += line.copy(batch, batchBytes);
-      end += line.length;
+      end += length;
       columns.bodyEnds[i] = end;
     }
     if (batchBytes > 0) await file.writeAt(linesAt + end - batchBytes, batch, batchBytes);

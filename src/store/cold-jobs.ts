@@ -179,6 +179,11 @@ export class ColdJobs {
     return this.columns.queues[this.queueOf[row]!]!;
   }
 
+  /** The length in bytes of the row's record line, without reading it. */
+  lineBytesAt(row: number): number {
+    return this.columns.bodyEnds[row]! - (row === 0 ? 0 : this.columns.bodyEnds[row - 1]!);
+  }
+
   /** The row's record line, as the checkpoint holds it; valid until the next read of a line (copy it to keep it). */
   lineAt(row: number): Buffer {
     return this.columns.bodies.read(row === 0 ? 0 : this.columns.bodyEnds[row - 1]!, this.columns.bodyEnds[row]!);
