@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, test } from 'vitest';
-import { INITIAL_JOB_STATE } from '../../machines/index.js';
+import { INITIAL_JOB_STATE, type JsonObject } from '../../machines/index.js';
 import { CheckpointFile, checkpointRecords, readCheckpoint } from '../../src/store/checkpoints.js';
 import { JobStore, type EvictedLine, type JobRecord } from '../../src/store/job-store.js';
 import { JOB_ID, QUEUE, at, jobEvent, makeJobEventSequenceArb } from '../support/arbitraries.js';
@@ -53,6 +53,9 @@ afterEach(async () => {
 
 const seqs = (records: readonly JobRecord[]) => Object.fromEntries(records.map((r) => [r.jobId, r.seq]));
 const lineCount = async (path: string) => (await readFile(path, 'utf8')).split('\n').filter(Boolean).length;
+/** A queued job's submit: no key, one attempt, the defaults but for what a test sets. */
+const submittedEvent = (jobId: string, params: JsonObject, priority: number, options: { queue?: string } = {}) =>
+  jobEvent('job.submitted', { job_id: jobId, key: null, params, priority, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }, options);
 
 describe('checkpoint file', () => {
   test('the first write is whole; later writes append only the changed records, and the latest record wins', async () => {
@@ -136,7 +139,7 @@ describe('checkpoint file', () => {
     const store = new JobStore();
     store.onChange((change) => file.changed(change.after.jobId));
     store.onEvict((eviction) => file.evicted(eviction.record.jobId, eviction.line));
-    const submitted = (jobId: string) => jobEvent('job.submitted', { job_id: jobId, key: null, params: {}, priority: 5, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false });
+    const submitted = (jobId: string) => submittedEvent(jobId, {}, 5);
     store.apply({ seq: 1, queue: QUEUE, jobId: 'gone', event: submitted('gone') });
     store.apply({ seq: 2, queue: QUEUE, jobId: 'gone', event: jobEvent('job.cancelled', { job_id: 'gone', reason: null } as never) });
     store.apply({ seq: 3, queue: QUEUE, jobId: 'kept', event: submitted('kept') });
@@ -183,7 +186,7 @@ describe('checkpoint file', () => {
       const jobId = `cold-${i}`;
       // One line (job 1,500) is longer than a read block (64 KiB).
       const params = i === 1_500 ? { big: 'x'.repeat(100_000) } : { i, image: `s3://uploads/${i}.jpg` };
-      store.apply({ seq: i + 1, queue: QUEUE, jobId, event: jobEvent('job.submitted', { job_id: jobId, key: null, params, priority: 5, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }) });
+      store.apply({ seq: i + 1, queue: QUEUE, jobId, event: submittedEvent(jobId, params, 5) });
       file.changed(jobId);
     }
     await file.write(n, store);
@@ -222,7 +225,7 @@ describe('checkpoint file', () => {
     const submitTo = (store: JobStore, file: CheckpointFile, queue: string, i: number, seq: number) => {
       const jobId = `${queue}-${i}`;
       const params = i === 7 ? { big: 'x'.repeat(1_200_000) } : { i };
-      store.apply({ seq, queue, jobId, event: jobEvent('job.submitted', { job_id: jobId, key: null, params, priority: (i * 7) % 5, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }, { queue }) });
+      store.apply({ seq, queue, jobId, event: submittedEvent(jobId, params, (i * 7) % 5, { queue }) });
       file.changed(jobId);
     };
     const first = new JobStore();
@@ -274,7 +277,7 @@ describe('checkpoint file', () => {
     const file = new CheckpointFile(path, STREAM_CREATED);
     let seq = 0;
     const submit = (jobId: string) => {
-      store.apply({ seq: ++seq, queue: QUEUE, jobId, event: jobEvent('job.submitted', { job_id: jobId, key: null, params: { jobId }, priority: seq % 3, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }) });
+      store.apply({ seq: ++seq, queue: QUEUE, jobId, event: submittedEvent(jobId, { jobId }, seq % 3) });
       file.changed(jobId);
     };
     const claim = (jobId: string) => {
@@ -315,7 +318,7 @@ describe('checkpoint file', () => {
     const jobs = 30_000;
     for (let i = 0; i < jobs; i++) {
       const jobId = `job-${i}`;
-      first.apply({ seq: i + 1, queue: QUEUE, jobId, event: jobEvent('job.submitted', { job_id: jobId, key: null, params: { i, pad: 'x'.repeat(i % 97) }, priority: 0, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }) });
+      first.apply({ seq: i + 1, queue: QUEUE, jobId, event: submittedEvent(jobId, { i, pad: 'x'.repeat(i % 97) }, 0) });
       firstFile.changed(jobId);
     }
     await firstFile.write(jobs, first);
