@@ -133,7 +133,7 @@ export interface CheckpointSource {
   readonly warmSize: number;
   /** The cold jobs, copied as they are. */
   readonly cold: ColdJobs | undefined;
-  evictedLines(): EvictedLine[];
+  evictedLines(): Iterable<EvictedLine>;
 }
 
 /** Every record of a checkpoint, the cold ones decoded (tests and tools; a node keeps them cold). */
@@ -246,12 +246,21 @@ async function writeRecords(file: LineSink, records: Iterable<JobRecord | undefi
   return count + chunk.length;
 }
 
-async function writeEvicted(file: LineSink, tuples: readonly EvictedTuple[], pacer: Pacer): Promise<number> {
-  for (let i = 0; i < tuples.length; i += CHUNK_RECORDS) {
-    await file.write(`${JSON.stringify({ evicted: tuples.slice(i, i + CHUNK_RECORDS) } satisfies EvictedLines)}\n`);
+/** `lines` is iterated between the pacer's pauses (a store's evicted jobs are made as it goes). */
+async function writeEvicted(file: LineSink, lines: Iterable<readonly [jobId: string | 0, line: EvictedLine]>, pacer: Pacer): Promise<number> {
+  let count = 0;
+  let chunk: EvictedTuple[] = [];
+  for (const [jobId, line] of lines) {
     if (pacer.due()) await pacer.pause();
+    chunk.push(toEvictedTuple(jobId, line));
+    if (chunk.length >= CHUNK_RECORDS) {
+      await file.write(`${JSON.stringify({ evicted: chunk } satisfies EvictedLines)}\n`);
+      count += chunk.length;
+      chunk = [];
+    }
   }
-  return tuples.length;
+  if (chunk.length > 0) await file.write(`${JSON.stringify({ evicted: chunk } satisfies EvictedLines)}\n`);
+  return count + chunk.length;
 }
 
 /** A column of numbers that grows as rows are added, `width` numbers a row. */
@@ -511,7 +520,7 @@ export class CheckpointFile {
         const records = await writeRecords(file, (function* () {
           for (const id of ids) yield store.get(id);
         })(), pacer);
-        const evicted = await writeEvicted(file, [...evictions].map(([jobId, line]) => toEvictedTuple(jobId, line)), pacer);
+        const evicted = await writeEvicted(file, evictions, pacer);
         await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
         await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }) } satisfies SealLine)}\n`);
         this.recordsInFile! += records + evicted;
@@ -569,7 +578,9 @@ export class CheckpointFile {
         if (pacer.due()) await pacer.pause();
       }
       const coldJobs = await coldRows.write(file, pacer);
-      const evicted = await writeEvicted(file, store.evictedLines().map((line) => toEvictedTuple(0, line)), pacer);
+      const evicted = await writeEvicted(file, (function* () {
+        for (const line of store.evictedLines()) yield [0, line] as const;
+      })(), pacer);
       await file.write(`${JSON.stringify({ aggregates } satisfies AggregatesLine)}\n`);
       await file.write(`${JSON.stringify({ seal: seq, records, ...(evicted === 0 ? {} : { evicted_jobs: evicted }), ...(coldJobs === 0 ? {} : { cold_jobs: coldJobs }) } satisfies SealLine)}\n`);
       await handle.close();

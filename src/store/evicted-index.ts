@@ -205,10 +205,32 @@ export class EvictedIndex {
     this.meta[row] = CODE_OF.get(status)! | (CODE_OF.get(outcome)! << 4);
   }
 
-  /** Every key with the row it names, in the order added: for the checkpoint. */
-  *fingerprints(): Generator<{ fingerprint: Fingerprint; row: number }> {
-    for (let k = 0; k < this.keys; k++) {
-      yield { fingerprint: [this.keyWords[k * 4]!, this.keyWords[k * 4 + 1]!, this.keyWords[k * 4 + 2]!, this.keyWords[k * 4 + 3]!], row: this.keyRows[k]! };
+  /**
+   * Every row that some key names, with its keys, in row order: for the checkpoint, which pauses
+   * between rows (a million evicted jobs made into objects at once held the loop ~3.8 s). The
+   * keys are grouped by row once, in typed arrays, when the walk starts; each row is made as it
+   * is asked for, as it is then. Rows and keys added after the start are not visited (they are
+   * in the next segment).
+   */
+  *rowsWithKeys(): Generator<EvictedJob & { readonly fingerprints: readonly Fingerprint[] }> {
+    const rows = this.rows;
+    const keys = this.keys;
+    // A counting sort of the keys by the row each names: starts[row]..starts[row + 1] in `byRow`.
+    const starts = new Uint32Array(rows + 1);
+    for (let k = 0; k < keys; k++) starts[this.keyRows[k]! + 1]! += 1;
+    for (let row = 0; row < rows; row++) starts[row + 1]! += starts[row]!;
+    const byRow = new Uint32Array(keys);
+    const filled = starts.slice(0, rows);
+    for (let k = 0; k < keys; k++) byRow[filled[this.keyRows[k]!]!++] = k;
+    for (let row = 0; row < rows; row++) {
+      if (starts[row] === starts[row + 1]) continue;
+      const fingerprints: Fingerprint[] = [];
+      const w = this.keyWords;
+      for (let i = starts[row]!; i < starts[row + 1]!; i++) {
+        const k = byRow[i]! * 4;
+        fingerprints.push([w[k]!, w[k + 1]!, w[k + 2]!, w[k + 3]!]);
+      }
+      yield { ...this.entryAt(row), fingerprints };
     }
   }
 }

@@ -253,10 +253,8 @@ export class JobStore {
   }
 
   /** Every evicted job with its fingerprints (id first, then aliases): for the checkpoint. */
-  evictedLines(): EvictedLine[] {
-    const fingerprints: Fingerprint[][] = [];
-    for (const { fingerprint, row } of this.evictedIndex.fingerprints()) (fingerprints[row] ??= []).push(fingerprint);
-    return fingerprints.map((fps, row) => ({ ...this.evictedIndex.entryAt(row), fingerprints: fps }));
+  evictedLines(): Iterable<EvictedLine> {
+    return this.evictedIndex.rowsWithKeys();
   }
 
   /** The job created by the job.submitted event with this id, if any. */

@@ -348,6 +348,44 @@ describe('checkpoint file', () => {
     again.cold?.close();
   });
 
+  test('a whole rewrite of 20,000 evicted jobs makes their lines with turns of the loop between, and they come back as they were', async () => {
+    const path = join(dir, 'checkpoint.json');
+    let sinceTurn = 0;
+    let longestRun = 0;
+    class CountingStore extends JobStore {
+      override *evictedLines(): Generator<EvictedLine> {
+        for (const line of super.evictedLines()) {
+          longestRun = Math.max(longestRun, ++sinceTurn);
+          yield line;
+        }
+      }
+    }
+    const store = new CountingStore();
+    const jobs = 20_000;
+    let seq = 0;
+    for (let i = 0; i < jobs; i++) {
+      const jobId = `done-${i}`;
+      store.apply({ seq: ++seq, queue: QUEUE, jobId, event: submittedEvent(jobId, { i }, 0) });
+      store.apply({ seq: ++seq, queue: QUEUE, jobId, event: { ...jobEvent('job.cancelled', { reason: null }), aggregate: { kind: 'job', id: jobId } } });
+      store.evict(jobId, 'cancelled');
+    }
+    const file = new CheckpointFile(path, STREAM_CREATED);
+    let writing = true;
+    const beside = () => {
+      if (!writing) return;
+      sinceTurn = 0;
+      setImmediate(beside);
+    };
+    setImmediate(beside);
+    await file.write(seq, store);
+    writing = false;
+    // Unpaced, every evicted job was made a line at once; paced, a few hundred between turns.
+    expect(longestRun).toBeLessThan(jobs / 5);
+    const read = (await readCheckpoint(path, STREAM_CREATED))!;
+    expect(read.evicted).toHaveLength(jobs);
+    expect(read.evicted).toEqual([...store.evictedLines()].map(({ fingerprints, queue, status, outcome, positions }) => ({ fingerprints, queue, status, outcome, positions })));
+  });
+
   test('a format 7 file (lines only, no cold block) is still read; format 6 is not', async () => {
     const path = join(dir, 'checkpoint.json');
     const file = new CheckpointFile(path, STREAM_CREATED);
