@@ -57,6 +57,35 @@ const lineCount = async (path: string) => (await readFile(path, 'utf8')).split('
 const submittedEvent = (jobId: string, params: JsonObject, priority: number, options: { queue?: string } = {}) =>
   jobEvent('job.submitted', { job_id: jobId, key: null, params, priority, position: null, run_at: at(0), max_attempts: 1, backoff: { base_ms: 1000, max_ms: 60_000, jitter: 0 }, attempt: 1, retry_of: null, waiting: false }, options);
 
+/**
+ * How many items a write takes from `counted` between two turns of the event loop, at most,
+ * while `onTurn` runs once a turn (commands beside the write). Turns run until `during` settles.
+ */
+async function longestRunBetweenTurns(during: (counted: <T>(items: Iterable<T>) => Generator<T>) => Promise<unknown>, onTurn: () => void = () => undefined): Promise<number> {
+  let sinceTurn = 0;
+  let longest = 0;
+  let running = true;
+  const turn = () => {
+    if (!running) return;
+    sinceTurn = 0;
+    onTurn();
+    setImmediate(turn);
+  };
+  setImmediate(turn);
+  function* counted<T>(items: Iterable<T>): Generator<T> {
+    for (const item of items) {
+      longest = Math.max(longest, ++sinceTurn);
+      yield item;
+    }
+  }
+  try {
+    await during(counted);
+  } finally {
+    running = false;
+  }
+  return longest;
+}
+
 describe('checkpoint file', () => {
   test('the first write is whole; later writes append only the changed records, and the latest record wins', async () => {
     const path = join(dir, 'checkpoint.json');
@@ -262,15 +291,12 @@ describe('checkpoint file', () => {
 
   test('a whole rewrite of 50,000 queued jobs reads them with turns of the loop between, and jobs submitted and claimed during it come back as the store holds them after the next write', async () => {
     const path = join(dir, 'checkpoint.json');
-    // How many jobs the write reads between two turns of the loop, at most.
-    let sinceTurn = 0;
-    let longestRun = 0;
+    let counted: <T>(items: Iterable<T>) => Generator<T> = function* (items) {
+      yield* items;
+    };
     class CountingStore extends JobStore {
-      override *warmValues(): IterableIterator<JobRecord> {
-        for (const record of super.warmValues()) {
-          longestRun = Math.max(longestRun, ++sinceTurn);
-          yield record;
-        }
+      override warmValues(): IterableIterator<JobRecord> {
+        return counted(super.warmValues());
       }
     }
     const store = new CountingStore();
@@ -289,19 +315,17 @@ describe('checkpoint file', () => {
 
     // Commands beside the write: one a turn, a submit or a claim of a job it is writing.
     let turns = 0;
-    let writing = true;
-    const beside = () => {
-      if (!writing) return;
-      turns += 1;
-      sinceTurn = 0;
-      if (turns % 2 === 0) submit(`during-${turns}`);
-      else claim(`job-${(turns * 7919) % jobs}`);
-      setImmediate(beside);
-    };
-    setImmediate(beside);
-    await file.write(seq, store);
-    writing = false;
-
+    const longestRun = await longestRunBetweenTurns(
+      (count) => {
+        counted = count;
+        return file.write(seq, store);
+      },
+      () => {
+        turns += 1;
+        if (turns % 2 === 0) submit(`during-${turns}`);
+        else claim(`job-${(turns * 7919) % jobs}`);
+      },
+    );
     // Unpaced, the write read every queued job at once, with no turn between (it had nothing to
     // write until their lines); paced, a turn comes every 0.5 ms of its CPU: a few hundred jobs.
     expect(longestRun).toBeLessThan(jobs / 5);
@@ -350,14 +374,12 @@ describe('checkpoint file', () => {
 
   test('a whole rewrite of 20,000 evicted jobs makes their lines with turns of the loop between, and they come back as they were', async () => {
     const path = join(dir, 'checkpoint.json');
-    let sinceTurn = 0;
-    let longestRun = 0;
+    let counted: <T>(items: Iterable<T>) => Generator<T> = function* (items) {
+      yield* items;
+    };
     class CountingStore extends JobStore {
-      override *evictedLines(): Generator<EvictedLine> {
-        for (const line of super.evictedLines()) {
-          longestRun = Math.max(longestRun, ++sinceTurn);
-          yield line;
-        }
+      override evictedLines(): Iterable<EvictedLine> {
+        return counted(super.evictedLines());
       }
     }
     const store = new CountingStore();
@@ -370,16 +392,12 @@ describe('checkpoint file', () => {
       store.evict(jobId, 'cancelled');
     }
     const file = new CheckpointFile(path, STREAM_CREATED);
-    let writing = true;
-    const beside = () => {
-      if (!writing) return;
-      sinceTurn = 0;
-      setImmediate(beside);
-    };
-    setImmediate(beside);
-    await file.write(seq, store);
-    writing = false;
-    // Unpaced, every evicted job was made a line at once; paced, a few hundred between turns.
+    const longestRun = await longestRunBetweenTurns((count) => {
+      counted = count;
+      return file.write(seq, store);
+    });
+    // Before, every evicted job was made a line before the first was written (20,000 with no
+    // turn between); now each is made as it is written, with a turn at least at each chunk's write.
     expect(longestRun).toBeLessThan(jobs / 5);
     const read = (await readCheckpoint(path, STREAM_CREATED))!;
     expect(read.evicted).toHaveLength(jobs);
