@@ -228,39 +228,37 @@ function fromLine(line: RecordLine): JobRecord {
   return { jobId, queue, state: { job: { value: status, context }, run: run === 0 ? INITIAL_JOB_STATE.run : run } as JobState, seq, submitSeq, submitId, commandHash: commandHash ?? null, later: later === 0 ? NO_EVENTS : later };
 }
 
-/** `records` is iterated between the pacer's pauses: it may skip records (undefined) it leaves to the cold block. */
-async function writeRecords(file: LineSink, records: Iterable<JobRecord | undefined>, pacer: Pacer): Promise<number> {
+/**
+ * Writes `sources` as JSON lines of CHUNK_RECORDS items each (`line` makes a chunk's line),
+ * taking each source between the pacer's pauses, so a store's records and evicted jobs are made
+ * as they are written; an undefined source (a record left to the cold block) is skipped.
+ * Returns how many items it wrote.
+ */
+async function writeChunked<S, T>(file: LineSink, sources: Iterable<S | undefined>, pacer: Pacer, item: (source: S) => T, line: (chunk: T[]) => unknown): Promise<number> {
   let count = 0;
-  let chunk: RecordLine[] = [];
-  for (const record of records) {
+  let chunk: T[] = [];
+  const flush = async (): Promise<void> => {
+    await file.write(`${JSON.stringify(line(chunk))}\n`);
+    count += chunk.length;
+    chunk = [];
+  };
+  for (const source of sources) {
     if (pacer.due()) await pacer.pause();
-    if (record === undefined) continue;
-    chunk.push(toLine(record));
-    if (chunk.length >= CHUNK_RECORDS) {
-      await file.write(`${JSON.stringify(chunk)}\n`);
-      count += chunk.length;
-      chunk = [];
-    }
+    if (source === undefined) continue;
+    chunk.push(item(source));
+    if (chunk.length >= CHUNK_RECORDS) await flush();
   }
-  if (chunk.length > 0) await file.write(`${JSON.stringify(chunk)}\n`);
-  return count + chunk.length;
+  if (chunk.length > 0) await flush();
+  return count;
 }
 
-/** `lines` is iterated between the pacer's pauses (a store's evicted jobs are made as it goes). */
-async function writeEvicted(file: LineSink, lines: Iterable<readonly [jobId: string | 0, line: EvictedLine]>, pacer: Pacer): Promise<number> {
-  let count = 0;
-  let chunk: EvictedTuple[] = [];
-  for (const [jobId, line] of lines) {
-    if (pacer.due()) await pacer.pause();
-    chunk.push(toEvictedTuple(jobId, line));
-    if (chunk.length >= CHUNK_RECORDS) {
-      await file.write(`${JSON.stringify({ evicted: chunk } satisfies EvictedLines)}\n`);
-      count += chunk.length;
-      chunk = [];
-    }
-  }
-  if (chunk.length > 0) await file.write(`${JSON.stringify({ evicted: chunk } satisfies EvictedLines)}\n`);
-  return count + chunk.length;
+function writeRecords(file: LineSink, records: Iterable<JobRecord | undefined>, pacer: Pacer): Promise<number> {
+  return writeChunked(file, records, pacer, toLine, (chunk) => chunk);
+}
+
+/** Evicted jobs, each with the job id whose earlier record its line ends (0 in a whole rewrite: there is none). */
+function writeEvicted(file: LineSink, lines: Iterable<readonly [jobId: string | 0, line: EvictedLine]>, pacer: Pacer): Promise<number> {
+  return writeChunked(file, lines, pacer, ([jobId, line]) => toEvictedTuple(jobId, line), (evicted) => ({ evicted }) satisfies EvictedLines);
 }
 
 /** A column of numbers that grows as rows are added, `width` numbers a row. */
