@@ -4,7 +4,8 @@
  * run; a commit's live events and the replies to the commands it answers are published a few
  * promise hops apart, so each went out in a write of its own. On the VMs docket is measured on, a
  * socket write costs tens of microseconds of CPU whatever its size (README "Performance"), so at
- * concurrency 1 that was a third of the node's writes per job.
+ * concurrency 1 that was a third of the node's writes per job. A turn that answers a worker
+ * writes twice (publishFirst): where a job goes next matters more than one write.
  */
 import type { MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../logger.js';
@@ -34,10 +35,12 @@ export class Outbox {
   }
 
   /**
-   * Publishes at the end of this turn ahead of this turn's other publishes: a reply a worker waits
-   * on (its claimed jobs, its completion's next claim). nats-server keeps one connection's
-   * messages in order, so a connection that gets both (a worker sharing it with the job's
-   * watcher) reads its job before the commit's live message; across connections it keeps none.
+   * Publishes at the end of this turn, in a socket write ahead of this turn's other publishes
+   * (they follow a turn later): a reply a worker waits on (its claimed jobs, its completion's next
+   * claim). The job's path goes through the worker: at concurrency 1 this took 0.2-0.4 ms off the
+   * p50 of `bench/latency-probe.ts --node-process` (README "Performance"), for one more write per
+   * commit that answers workers. nats-server keeps one connection's messages in order, so a connection that
+   * gets both (a worker sharing it with the job's watcher) reads its job first.
    */
   publishFirst(subject: string, payload: Uint8Array, headers?: MsgHdrs): void {
     this.first.push({ subject, payload, headers });
@@ -62,12 +65,21 @@ export class Outbox {
   }
 
   private flush(): void {
-    const batch = this.first.length === 0 ? this.pending : [...this.first, ...this.pending];
     const tasks = this.tasks;
-    this.first = [];
-    this.pending = [];
     this.tasks = [];
     this.scheduled = false;
+    let batch: Outgoing[];
+    if (this.first.length === 0) {
+      batch = this.pending;
+      this.pending = [];
+    } else {
+      // Workers' replies leave in a socket write of their own, the rest one turn later: the
+      // process that hosts a worker reads its job before the client's reply and the commit's
+      // live events, which it would otherwise handle first about as often as not.
+      batch = this.first;
+      this.first = [];
+      if (this.pending.length > 0) this.arm();
+    }
     for (const { subject, payload, headers } of batch) {
       try {
         this.nc.publish(subject, payload, headers === undefined ? undefined : { headers });
