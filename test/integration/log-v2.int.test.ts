@@ -140,6 +140,29 @@ describe('Client.live()', () => {
     const [, cancelled] = await partitionMessages(queue);
     expect((first.value as { position: { seq: number } }).position.seq).toBe(cancelled!.seq);
   });
+
+  test('a commit that names a wanted type only in its data is read, and yields none of its events', async ({ task }) => {
+    const queue = uniqueQueue(task.name);
+    const abort = new AbortController();
+    const live = client.live({ queue, types: ['job.cancelled', 'job.submitted'], signal: abort.signal });
+    await live.ready;
+    // Commits are passed over unparsed when their bytes name none of the wanted types; these
+    // params name one, so the commit is parsed and its job.submitted is yielded, nothing else.
+    const decoy = await client.submit({ queue, params: { note: 'job.cancelled' } });
+    const { job_id } = await client.submit({ queue });
+    await client.cancel(job_id);
+    const seen = [];
+    for await (const event of live) {
+      seen.push([event.type, event.aggregate.id]);
+      if (event.type === 'job.cancelled') break;
+    }
+    abort.abort();
+    expect(seen).toEqual([
+      ['job.submitted', decoy.job_id],
+      ['job.submitted', job_id],
+      ['job.cancelled', job_id],
+    ]);
+  });
 });
 
 describe('start-up', () => {
