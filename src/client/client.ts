@@ -8,6 +8,7 @@ import type { ConsumerMessages, OrderedConsumerOptions } from '@nats-io/jetstrea
 import type { NatsConnection } from '@nats-io/nats-core';
 import { positionOf, type Envelope, type JobEvent, type Position } from '../../machines/index.js';
 import { connectNats, replyFields, requestBytes } from '../nats/connection.js';
+import { Requester } from '../nats/requester.js';
 import type { LocalCommands } from '../commands/command-service.js';
 import { pullLimit } from '../nats/pull-limit.js';
 import type { QueueSettingsChange } from '../../machines/index.js';
@@ -188,12 +189,14 @@ export class EventStream implements AsyncIterable<RecordedEvent> {
 
 export class Client {
   private readonly timeout: number;
+  private readonly requests: Requester;
   private constructor(
     readonly nc: NatsConnection,
     private readonly ownsConnection: boolean,
     private readonly options: ClientOptions,
   ) {
     this.timeout = options.requestTimeoutMs ?? 30_000;
+    this.requests = new Requester(nc);
   }
 
   static async connect(options: ClientOptions = {}): Promise<Client> {
@@ -207,7 +210,7 @@ export class Client {
   async request<T>(verb: string, body: unknown): Promise<T> {
     const data = requestBytes(this.nc, body);
     const { local } = this.options;
-    const replyData = local ? await local.commands.local(verb, data, this.timeout) : (await this.nc.request(subjects.command(verb), data, { timeout: this.timeout })).data;
+    const replyData = local ? await local.commands.local(verb, data, this.timeout) : (await this.requests.request(subjects.command(verb), data, this.timeout)).data;
     return replyFields<T>(replyData);
   }
 
@@ -442,6 +445,7 @@ export class Client {
 
   async close(): Promise<void> {
     if (this.ownsConnection) await this.nc.drain();
+    else this.requests.close();
   }
 }
 

@@ -15,6 +15,7 @@ import { randomIds } from '../ids.js';
 import { childLogger, silentLogger, type Logger } from '../logger.js';
 import { CompletionBatcher, type CompletionVerb, type RunEnd } from './completions.js';
 import { connectNats, replyFields, requestBytes } from '../nats/connection.js';
+import { Requester } from '../nats/requester.js';
 import { isQueueName, NODE_NAME, subjects, type WorkVerb } from '../nats/subjects.js';
 import type { LocalWork } from '../dispatch/work-service.js';
 
@@ -214,6 +215,7 @@ export class Worker {
   readonly id: string;
   private nc: NatsConnection | undefined;
   private ownsConnection = false;
+  private requests: Requester | undefined;
   private running = false;
   /** Cleared when claiming is over: the queue had nothing left (untilEmpty) or maxJobs were claimed. */
   private claiming = true;
@@ -321,10 +323,14 @@ export class Worker {
     }
   }
 
+  private requester(): Requester {
+    return (this.requests ??= new Requester(this.nc!));
+  }
+
   private async request<T>(verb: WorkVerb, body: unknown, timeoutMs: number): Promise<T> {
     const data = requestBytes(this.nc!, body);
     const { local } = this.options;
-    const replyData = local ? await local.work.local(this.options.queue, verb, data, timeoutMs) : (await this.nc!.request(subjects.work(this.options.queue, verb), data, { timeout: timeoutMs })).data;
+    const replyData = local ? await local.work.local(this.options.queue, verb, data, timeoutMs) : (await this.requester().request(subjects.work(this.options.queue, verb), data, timeoutMs)).data;
     const reply = replyFields<T>(replyData);
     // The queue is served again: failed claims waiting to be sent again go now, not after their pause.
     if (this.pauses.size > 0) {
@@ -692,6 +698,8 @@ export class Worker {
     while (this.active.size > 0) await this.nextChange();
     clearInterval(this.heartbeatTimer);
     if (this.ownsConnection) await this.nc?.drain();
+    else this.requests?.close();
+    this.requests = undefined;
   }
 }
 

@@ -26,8 +26,9 @@ export async function connectNats(options: ConnectOptions = {}): Promise<NatsCon
     // nats.js otherwise makes an Error (a stack trace) at every request and timer, in advance, in
     // case it fails: its Errors took 10% of the CPU samples of a client and Worker at concurrency
     // 1, and 4% with this option (what is left, it makes per answered request whatever the
-    // option). A failed request still gets its error, made when it fails; docket's errors name
-    // the request by code and subject anyway.
+    // option: the SDK's requests go through src/nats/requester.ts instead). A failed request
+    // still gets its error, made when it fails; docket's errors name the request by code and
+    // subject anyway.
     noAsyncTraces: true,
   });
 }

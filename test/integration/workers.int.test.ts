@@ -9,7 +9,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import { connect } from '@nats-io/transport-node';
-import type { Msg, NatsConnection, Payload, RequestOptions } from '@nats-io/nats-core';
+import type { Msg, NatsConnection, Payload, PublishOptions, SubscriptionOptions } from '@nats-io/nats-core';
 import { jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { Client } from '../../src/client/client.js';
 import { ManualClock } from '../../src/clock.js';
@@ -77,21 +77,37 @@ async function submitMany(queue: string, n: number, spec: Record<string, unknown
 }
 
 /**
- * `nc` for a Worker, except that the first `verb` reply carrying jobs is thrown away and the
- * request fails as if it had timed out: the leader committed the claim, the worker never heard.
+ * `nc` for a Worker, except that the first `verb` reply carrying jobs is lost on the way: the
+ * request fails (as one no responder answered does) after the leader committed the claim, and
+ * the worker never hears of the jobs.
  */
 function dropFirstReplyWithJobs(nc: NatsConnection, verb: 'claim' | 'complete'): { nc: NatsConnection; count(): number } {
   let dropped = 0;
+  // The reply subjects of this verb's requests, as the Worker publishes them.
+  const replyTo = new Set<string>();
+  const lost = (subject: string) => ({ subject, data: new Uint8Array(0), headers: { code: 503 } }) as unknown as Msg;
   const proxy = new Proxy(nc, {
     get(target, prop, receiver) {
-      if (prop === 'request') {
-        return async (subject: string, payload?: Payload, opts?: RequestOptions): Promise<Msg> => {
-          const reply = await target.request(subject, payload, opts);
-          if (dropped === 0 && subject.endsWith(`.${verb}`) && (reply.json<{ jobs?: unknown[] }>().jobs?.length ?? 0) > 0) {
-            dropped += 1;
-            throw new Error(`TIMEOUT (a test dropped this ${verb} reply)`);
-          }
-          return reply;
+      if (prop === 'publish') {
+        return (subject: string, payload?: Payload, opts?: PublishOptions) => {
+          if (subject.endsWith(`.${verb}`) && opts?.reply) replyTo.add(opts.reply);
+          target.publish(subject, payload, opts);
+        };
+      }
+      if (prop === 'subscribe') {
+        return (subject: string, opts?: SubscriptionOptions) => {
+          const callback = opts?.callback;
+          if (!callback) return target.subscribe(subject, opts);
+          return target.subscribe(subject, {
+            ...opts,
+            callback: (err, msg) => {
+              if (err === null && dropped === 0 && replyTo.has(msg.subject) && (msg.json<{ jobs?: unknown[] }>().jobs?.length ?? 0) > 0) {
+                dropped += 1;
+                return callback(null, lost(msg.subject));
+              }
+              return callback(err, msg);
+            },
+          });
         };
       }
       const value: unknown = Reflect.get(target, prop, receiver);
@@ -562,7 +578,7 @@ describe('Worker', () => {
     }
   });
 
-  test('a claim whose reply is lost after its job was claimed (the request timed out): sent again with its request_id, the job runs at once, one run', async ({ task }) => {
+  test('a claim whose reply is lost after its job was claimed (the request failed): sent again with its request_id, the job runs at once, one run', async ({ task }) => {
     const queue = uniqueQueue(task.name);
     const jobId = (await client.submit({ queue })).job_id;
     const lossy = await connect({ servers: server.url, name: 'lossy-worker' });

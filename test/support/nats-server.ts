@@ -37,14 +37,16 @@ export interface NatsServerOptions {
   readonly storeDir?: string;
   /** The server's max payload in bytes (a config file; nats-server has no flag for it). @defaultValue 1 MiB */
   readonly maxPayload?: number;
+  /** More lines of the server's config file (users and their permissions, say). */
+  readonly config?: string;
 }
 
 export async function startNatsServer(options: NatsServerOptions = {}): Promise<TestNatsServer> {
   const storeDir = options.storeDir ?? mkdtempSync(join(tmpdir(), 'docket-nats-'));
   const args = ['-js', '-sd', storeDir, '-a', '127.0.0.1', '-p', String(options.port ?? -1), '-m', '-1'];
-  if (options.maxPayload !== undefined) {
+  if (options.maxPayload !== undefined || options.config !== undefined) {
     const config = join(storeDir, 'test.conf');
-    writeFileSync(config, `max_payload: ${options.maxPayload}\n`);
+    writeFileSync(config, `${options.maxPayload === undefined ? '' : `max_payload: ${options.maxPayload}\n`}${options.config ?? ''}\n`);
     args.unshift('-c', config);
   }
   const child = spawn(natsServerBinary(), args, { stdio: ['ignore', 'ignore', 'pipe'] });
