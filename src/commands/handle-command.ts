@@ -145,8 +145,10 @@ export async function createJob(ctx: CommandContext, event: JobEventOf<'job.subm
  * promise per commit's worth, not one per job). Answers each with its record or the error its
  * commit failed with.
  */
-export async function createNewJobs(ctx: CommandContext, queue: string, events: readonly JobEventOf<'job.submitted'>[]): Promise<(JobRecord | Error)[]> {
-  return appendNewJobs(ctx, queue, await ctx.writer(queue), events);
+export function createNewJobs(ctx: CommandContext, queue: string, events: readonly JobEventOf<'job.submitted'>[]): Promise<(JobRecord | Error)[]> {
+  // No await when the writer is at hand (transitionJob says why).
+  const ready = ctx.writer(queue);
+  return ready instanceof Promise ? ready.then((writer) => appendNewJobs(ctx, queue, writer, events)) : appendNewJobs(ctx, queue, ready, events);
 }
 
 /**
@@ -243,7 +245,12 @@ export async function transitionJob(
   follow?: (record: JobRecord, decided: JobEvent) => readonly JobEvent[],
 ): Promise<Transitioned> {
   const eventId = commandId === undefined ? eventIdOf(ctx.ids.next()) : eventIdFor(commandId, jobId);
-  const writer = await ctx.writer((await findJob(ctx, jobId)).queue);
+  // Awaited only when promises (findJob and writer are not, for a job in memory on a node that
+  // may decide now): an await of a plain value is still a turn of the microtask queue.
+  const found = findJob(ctx, jobId);
+  const { queue } = found instanceof Promise ? await found : found;
+  const ready = ctx.writer(queue);
+  const writer = ready instanceof Promise ? await ready : ready;
   // As in createJob: no await from this check to append().
   while (writer.isBusy(jobId)) await writer.settled(jobId);
   const record = loaded(ctx, jobId);

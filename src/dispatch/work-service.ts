@@ -182,7 +182,10 @@ export class WorkService implements LocalWork {
     switch (verb) {
       case 'claim': {
         const request = validate(claimSchema, body);
-        await this.ctx.writer(queue);
+        // Awaited only while the writer is not ready: an await of a plain value still takes a turn
+        // of the microtask queue, on every request.
+        const serving = this.ctx.writer(queue);
+        if (serving instanceof Promise) await serving;
         if (request.node !== undefined) this.ctx.jobNodes?.sawNode(queue, request.node, this.ctx.clock.now());
         const dispatcher = this.dispatcherFor(queue);
         if (!dispatcher) throw new UnavailableError(`no dispatcher for ${queue}; retry`);
@@ -190,7 +193,8 @@ export class WorkService implements LocalWork {
       }
       case 'heartbeat': {
         const request = validate(heartbeatSchema, body);
-        await this.ctx.writer(queue);
+        const serving = this.ctx.writer(queue);
+        if (serving instanceof Promise) await serving;
         if (request.node !== undefined) this.ctx.jobNodes?.sawNode(queue, request.node, this.ctx.clock.now());
         let lost = this.leases.heartbeat(queue, request.run_ids);
         // Runs no job holds may be fan-out nodes' runs (none without fan-out jobs: nothing to look at).
@@ -208,7 +212,8 @@ export class WorkService implements LocalWork {
       case 'fail': {
         if (isBatch(body)) {
           const request = validate(verb === 'complete' ? completeBatchSchema : failBatchSchema, body);
-          await this.ctx.writer(queue);
+          const serving = this.ctx.writer(queue);
+          if (serving instanceof Promise) await serving;
           // Decided together, the runs' ends and the claim for the slots they free join one
           // commit (a refused end frees its worker's slot all the same); each run is answered
           // on its own.
@@ -229,7 +234,8 @@ export class WorkService implements LocalWork {
           return { runs, ...next };
         }
         const request = validate(verb === 'complete' ? completeSchema : failSchema, body);
-        await this.ctx.writer(queue);
+        const serving = this.ctx.writer(queue);
+        if (serving instanceof Promise) await serving;
         // The claim for the freed slot is decided as soon as the run's end is accepted, so both
         // join one commit; a refused end claims nothing.
         let accepted!: () => void;
