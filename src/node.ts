@@ -276,7 +276,8 @@ async function openNode(options: DocketOptions, name: string, root: Logger, undo
   };
 
   // The writers of the partitions this node leads (set when a lease is taken).
-  // Replies and live events leave together, one socket write per turn (src/nats/outbox.ts).
+  // Replies and live events leave together at the end of a turn, workers' replies in a socket
+  // write ahead of the rest (src/nats/outbox.ts).
   const outbox = new Outbox(appendNc, root.child({ component: 'outbox' }));
   const localLive = new LocalLiveCommits(appendNc, root.child({ component: 'live' }));
   const writers = new PartitionWriters({ appendNc, outbox, events, jsm, node: name, kernel, tail, onDeposed: (queue) => void leadership.relinquish(queue), liveEvents: options.liveEvents ?? 'commit', localLive, log: root.child({ component: 'writer' }) });
