@@ -93,7 +93,11 @@ export function readLive(nc: NatsConnection, local: LocalLive | undefined, optio
           continue;
         }
         if (!Number.isSafeInteger(next.seq) || next.seq < 1 || next.seq <= (last.get(next.partition) ?? 0)) continue;
-        if (named !== undefined && !namesAny(next.payload, named)) continue;
+        if (named !== undefined && !namesAny(next.payload, named)) {
+          // Passed over as yielded: a late commit of an old leader behind it is dropped, as ever.
+          last.set(next.partition, next.seq);
+          continue;
+        }
         let commit: Commit;
         try {
           commit = decodeCommit(next.payload);

@@ -20,6 +20,8 @@ export class Outbox {
   /** Published before `pending`: the replies that hand workers their jobs (`publishFirst`). */
   private first: Outgoing[] = [];
   private pending: Outgoing[] = [];
+  /** The last turn's `pending`, held back one turn behind that turn's `first`: it leaves next, whatever that turn holds. */
+  private held: Outgoing[] = [];
   private tasks: (() => void)[] = [];
   private scheduled = false;
 
@@ -68,18 +70,20 @@ export class Outbox {
     const tasks = this.tasks;
     this.tasks = [];
     this.scheduled = false;
-    let batch: Outgoing[];
+    // Workers' replies leave in a socket write ahead of the rest, which follows one turn later:
+    // the process that hosts a worker reads its job before the client's reply and the commit's
+    // live events, which it would otherwise handle first about as often as not. Held back one
+    // turn only: on a node that answers workers every turn, the rest still leaves each turn.
+    const batch = this.held.length === 0 ? this.first : [...this.held, ...this.first];
     if (this.first.length === 0) {
-      batch = this.pending;
-      this.pending = [];
+      batch.push(...this.pending);
+      this.held = [];
     } else {
-      // Workers' replies leave in a socket write of their own, the rest one turn later: the
-      // process that hosts a worker reads its job before the client's reply and the commit's
-      // live events, which it would otherwise handle first about as often as not.
-      batch = this.first;
-      this.first = [];
-      if (this.pending.length > 0) this.arm();
+      this.held = this.pending;
+      if (this.held.length > 0) this.arm();
     }
+    this.first = [];
+    this.pending = [];
     for (const { subject, payload, headers } of batch) {
       try {
         this.nc.publish(subject, payload, headers === undefined ? undefined : { headers });

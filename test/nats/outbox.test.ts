@@ -80,6 +80,19 @@ describe('Outbox', () => {
     expect(await arrived()).toEqual([`${task.id}.worker`, `${task.id}.live`, `${task.id}.client`]);
   });
 
+  test('the rest is held back one turn only, however many turns in a row answer workers', async ({ task }) => {
+    const outbox = new Outbox(nc, silentLogger);
+    const arrived = await arrivals(`${task.id}.>`, 6);
+    for (let turnNo = 1; turnNo <= 3; turnNo++) {
+      outbox.publishFirst(`${task.id}.worker${turnNo}`, new Uint8Array());
+      outbox.publish(`${task.id}.live${turnNo}`, new Uint8Array());
+      await turn();
+    }
+    await turn();
+    // Each turn's live message leaves with the next turn's worker reply, ahead of it.
+    expect(await arrived()).toEqual([`${task.id}.worker1`, `${task.id}.live1`, `${task.id}.worker2`, `${task.id}.live2`, `${task.id}.worker3`, `${task.id}.live3`]);
+  });
+
   test('with no worker reply in the turn, nothing is held back', async ({ task }) => {
     const outbox = new Outbox(nc, silentLogger);
     const before = handedOver();

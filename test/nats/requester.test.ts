@@ -86,6 +86,25 @@ describe('Requester', () => {
     }
   });
 
+  test('close() on a connection kept open fails the requests in flight; a later request listens again', async ({ task }) => {
+    responder.subscribe(`${task.id}.never`, { callback: () => undefined });
+    responder.subscribe(`${task.id}.fast`, {
+      callback: (_err, msg) => {
+        msg.respond(bytes('ok'));
+      },
+    });
+    await responder.flush();
+    const requests = new Requester(nc);
+    const pending = requests.request(`${task.id}.never`, bytes('x'), 30_000).catch((e: unknown) => e);
+    await nc.flush();
+    requests.close();
+    const err = await pending;
+    expect(err).toBeInstanceOf(errors.RequestError);
+    expect((err as Error).message).toMatch(/closed/);
+    expect((await requests.request(`${task.id}.fast`, bytes('y'), 5_000)).string()).toBe('ok');
+    requests.close();
+  });
+
   test('the connection closing fails the requests in flight', async ({ task }) => {
     const own = await connect({ servers: server.url, user: 'all', pass: 'pw' });
     responder.subscribe(`${task.id}.never`, { callback: () => undefined });
