@@ -41,8 +41,8 @@ export class Outbox {
    * (they follow a turn later): a reply a worker waits on (its claimed jobs, its completion's next
    * claim). The job's path goes through the worker: at concurrency 1 this took 0.2-0.4 ms off the
    * p50 of `bench/latency-probe.ts --node-process` (README "Performance"), for one more write per
-   * commit that answers workers. nats-server keeps one connection's messages in order, so a connection that
-   * gets both (a worker sharing it with the job's watcher) reads its job first.
+   * commit that answers workers. nats-server keeps one connection's messages in order, so a
+   * connection that gets both (a worker sharing it with the job's watcher) reads its job first.
    */
   publishFirst(subject: string, payload: Uint8Array, headers?: MsgHdrs): void {
     this.first.push({ subject, payload, headers });

@@ -8,6 +8,7 @@
  * RequestError with a NoRespondersError or PermissionViolationError as its cause.
  */
 import { createInbox, errors, type Msg, type NatsConnection, type Status, type Subscription } from '@nats-io/nats-core';
+import { NO_RESPONDERS } from './subjects.js';
 
 interface InFlight {
   readonly subject: string;
@@ -25,9 +26,6 @@ interface Listening {
   /** Ends the watch on the connection's status (nats.js's iterator has `stop`). */
   readonly statuses: AsyncIterable<Status> & { stop?: () => void };
 }
-
-/** nats-server's answer when nothing subscribes to a request's subject (no_responders). */
-const NO_RESPONDERS = 503;
 
 export class Requester {
   private listening: Listening | undefined;

@@ -35,6 +35,9 @@ export function partitionOfLease(name: string): string {
 export const COMMAND_QUEUE_GROUP = 'docket';
 export const COMMAND_PREFIX = 'docket.cmd';
 
+/** nats-server's status on a reply when nothing subscribes to the request's subject (no_responders), a JetStream publish's included. */
+export const NO_RESPONDERS = 503;
+
 /** The headers every append carries (DESIGN: dedupe by commit id, guarded by the partition's last sequence). */
 export const MSG_ID_HEADER = 'Nats-Msg-Id';
 export const EXPECTED_HEADER = 'Nats-Expected-Last-Subject-Sequence';

@@ -9,7 +9,7 @@
  * (STACK.md: ~26k/s against ~115k/s this way); the server-side semantics are the same headers.
  */
 import { createInbox, headers, type NatsConnection, type Subscription } from '@nats-io/nats-core';
-import { EXPECTED_HEADER, EXPECTED_STREAM_HEADER, MSG_ID_HEADER, STREAM } from '../nats/subjects.js';
+import { EXPECTED_HEADER, EXPECTED_STREAM_HEADER, MSG_ID_HEADER, NO_RESPONDERS, STREAM } from '../nats/subjects.js';
 import { ConflictError, UnavailableError } from '../errors.js';
 import { doublingDelayMs } from '../timing.js';
 
@@ -135,7 +135,7 @@ export class EventStore {
     const pending = this.pending.get(token);
     if (!pending) return; // a late ack of a publish we already resent; the resend's ack decides
     this.pending.delete(token);
-    if (statusCode === 503 || data.length === 0) {
+    if (statusCode === NO_RESPONDERS || data.length === 0) {
       // No responders: the stream is not there (yet), e.g. during a leader election. Retry.
       this.retryOrFail(pending, 'no stream responded');
       return;
