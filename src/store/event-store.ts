@@ -8,8 +8,9 @@
  * subscription, the PubAck parsed here. nats.js's `js.publish()` spends its time in the client
  * (STACK.md: ~26k/s against ~115k/s this way); the server-side semantics are the same headers.
  */
-import { createInbox, headers, type NatsConnection, type Subscription } from '@nats-io/nats-core';
-import { EXPECTED_HEADER, EXPECTED_STREAM_HEADER, MSG_ID_HEADER, NO_RESPONDERS, STREAM } from '../nats/subjects.js';
+import { createInbox, type NatsConnection, type Subscription } from '@nats-io/nats-core';
+import { NO_RESPONDERS } from '../nats/subjects.js';
+import { AppendHeaders } from './append-headers.js';
 import { ConflictError, UnavailableError } from '../errors.js';
 import { doublingDelayMs } from '../timing.js';
 
@@ -114,15 +115,11 @@ export class EventStore {
 
   private send(pending: Pending): void {
     const token = this.nextToken++;
-    // append, not set: on a fresh set of headers, set's search for an existing key is waste.
-    const h = headers();
-    h.append(MSG_ID_HEADER, pending.request.msgId);
-    h.append(EXPECTED_HEADER, String(pending.request.expectedSeq));
-    h.append(EXPECTED_STREAM_HEADER, STREAM);
     pending.sentAt = Date.now();
     pending.attempts += 1;
     this.pending.set(token, pending);
     try {
+      const h = new AppendHeaders(pending.request.msgId, pending.request.expectedSeq);
       this.nc.publish(pending.request.subject, pending.request.payload, { reply: `${this.inbox}.${token}`, headers: h });
     } catch (err) {
       this.pending.delete(token);
