@@ -10,7 +10,7 @@
  */
 import { createInbox, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { NO_RESPONDERS } from '../nats/subjects.js';
-import { AppendHeaders } from './append-headers.js';
+import { appendHeaders } from '../nats/encoded-headers.js';
 import { ConflictError, UnavailableError } from '../errors.js';
 import { doublingDelayMs } from '../timing.js';
 
@@ -119,7 +119,7 @@ export class EventStore {
     pending.attempts += 1;
     this.pending.set(token, pending);
     try {
-      const h = new AppendHeaders(pending.request.msgId, pending.request.expectedSeq);
+      const h = appendHeaders(pending.request.msgId, pending.request.expectedSeq);
       this.nc.publish(pending.request.subject, pending.request.payload, { reply: `${this.inbox}.${token}`, headers: h });
     } catch (err) {
       this.pending.delete(token);

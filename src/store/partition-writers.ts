@@ -6,11 +6,12 @@
  * 'each'` each of its events on its aggregate's subject too.
  */
 import type { JetStreamManager } from '@nats-io/jetstream';
-import { headers, type NatsConnection } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { positionOf } from '../../machines/index.js';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { LIVE_SEQ_HEADER, partitionOfLease, subjects, type LiveEventMode } from '../nats/subjects.js';
+import { partitionOfLease, subjects, type LiveEventMode } from '../nats/subjects.js';
+import { liveHeaders } from '../nats/encoded-headers.js';
 import type { Outbox } from '../nats/outbox.js';
 import type { LocalLiveCommits } from './local-live.js';
 import type { EventStore } from './event-store.js';
@@ -125,9 +126,7 @@ export class PartitionWriters {
     tail.appended(seq);
     // One message per commit whatever it holds: a message per event cost the leader about a
     // sixth of its CPU on the job path (README "Live events").
-    const h = headers();
-    h.set(LIVE_SEQ_HEADER, String(seq));
-    outbox.publish(subjects.live(commit.partition), payload, h);
+    outbox.publish(subjects.live(commit.partition), payload, liveHeaders(seq));
     this.options.localLive.published(commit.partition, seq, payload);
     if (this.options.liveEvents !== 'each') return;
     commit.events.forEach((event, index) => {
