@@ -199,7 +199,7 @@ function renderMarkdown(json: BenchJson): string {
     '',
     markdownTable(scenarios),
     '',
-    '## Where the CPU went (median run, % of one core; 2 cores = 200%)',
+    '## Where the CPU went (median run, % of one core; 2 cores = 200%; after the dot, the time its threads waited for a core, summed, as % of the wall time)',
     '',
     cpuTable(groups),
     '',

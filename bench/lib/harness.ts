@@ -20,6 +20,8 @@ export interface CpuAccount {
   readonly wall_s: number;
   /** CPU seconds per process role (bench = this process) over the measured interval. */
   readonly cpu_s: Record<string, number>;
+  /** Seconds each role's threads were runnable but waiting for a core (absent in runs before it was measured). */
+  readonly wait_s?: Record<string, number>;
 }
 
 export interface Measurement {

@@ -4,7 +4,7 @@
  * /proc, so every scenario can say which process was on the CPU.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -131,6 +131,22 @@ export function cpuSecondsOf(pid: number): number | null {
   }
 }
 
+/**
+ * Seconds a process's threads have spent runnable but waiting for a core (the second field of
+ * each thread's /proc schedstat, summed); null when the process is gone or the kernel keeps no
+ * schedstat. On two cores shared by three or four busy processes this is where a serial path's
+ * tail goes: a process woken by a message waits here before it runs (README "Performance").
+ */
+export function waitSecondsOf(pid: number): number | null {
+  try {
+    let ns = 0;
+    for (const task of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[1]);
+    return Number.isFinite(ns) ? ns / 1e9 : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Resident set size in bytes; null when the process is gone. */
 export function rssBytesOf(pid: number): number | null {
   try {
@@ -148,22 +164,31 @@ export type ProcessRoles = Record<string, number>;
 export interface CpuSample {
   readonly at: number;
   readonly cpu: Record<string, number | null>;
+  readonly wait: Record<string, number | null>;
 }
 
 export function sampleCpu(roles: ProcessRoles): CpuSample {
   const cpu: Record<string, number | null> = {};
-  for (const [role, pid] of Object.entries(roles)) cpu[role] = cpuSecondsOf(pid);
-  return { at: performance.now(), cpu };
+  const wait: Record<string, number | null> = {};
+  for (const [role, pid] of Object.entries(roles)) {
+    cpu[role] = cpuSecondsOf(pid);
+    wait[role] = waitSecondsOf(pid);
+  }
+  return { at: performance.now(), cpu, wait };
 }
 
-/** CPU seconds per role between two samples, and the wall seconds between them. */
-export function cpuBetween(start: CpuSample, end: CpuSample): { wall_s: number; cpu_s: Record<string, number> } {
-  const cpu_s: Record<string, number> = {};
-  for (const [role, before] of Object.entries(start.cpu)) {
-    const after = end.cpu[role];
-    if (before !== null && after !== null && after !== undefined) cpu_s[role] = round(after - before, 2);
+/** CPU seconds and seconds waiting for a core per role between two samples, and the wall seconds between them. */
+export function cpuBetween(start: CpuSample, end: CpuSample): { wall_s: number; cpu_s: Record<string, number>; wait_s: Record<string, number> } {
+  return { wall_s: round((end.at - start.at) / 1000, 3), cpu_s: between(start.cpu, end.cpu), wait_s: between(start.wait, end.wait) };
+}
+
+function between(start: Record<string, number | null>, end: Record<string, number | null>): Record<string, number> {
+  const seconds: Record<string, number> = {};
+  for (const [role, before] of Object.entries(start)) {
+    const after = end[role];
+    if (before !== null && after !== null && after !== undefined) seconds[role] = round(after - before, 2);
   }
-  return { wall_s: round((end.at - start.at) / 1000, 3), cpu_s };
+  return seconds;
 }
 
 export function round(value: number, digits: number): number {

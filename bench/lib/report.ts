@@ -121,6 +121,10 @@ export function markdownTable(scenarios: Record<string, ScenarioResult>): string
 }
 
 /** Per group and system, the CPU each process used in its median-duration run, as % of one core. */
+/**
+ * Per group and system, the median run's CPU of each process as a share of one core, and after
+ * it, when measured, the time its threads waited for a core, summed, as a share of the wall time ("58% · 9%").
+ */
 export function cpuTable(groups: GroupResult[]): string {
   const lines = ['| group | system | wall s | bench | node | nats-server | redis-server |', '| --- | --- | --- | --- | --- | --- | --- |'];
   for (const group of groups) {
@@ -129,8 +133,14 @@ export function cpuTable(groups: GroupResult[]): string {
       if (accounts.length === 0) continue;
       const sorted = [...accounts].sort((a, b) => a.wall_s - b.wall_s);
       const mid = sorted[Math.floor((sorted.length - 1) / 2)]!;
-      const pct = (role: string): string => (mid.cpu_s[role] === undefined ? '—' : `${Math.round((mid.cpu_s[role]! / mid.wall_s) * 100)}%`);
-      lines.push(`| ${group.name} | ${system} | ${mid.wall_s.toFixed(2)} | ${pct('bench')} | ${pct('node')} | ${pct('nats')} | ${pct('redis')} |`);
+      const share = (seconds: number): string => `${Math.round((seconds / mid.wall_s) * 100)}%`;
+      const cell = (role: string): string => {
+        const cpu = mid.cpu_s[role];
+        if (cpu === undefined) return '—';
+        const waited = mid.wait_s?.[role];
+        return waited === undefined ? share(cpu) : `${share(cpu)} · ${share(waited)}`;
+      };
+      lines.push(`| ${group.name} | ${system} | ${mid.wall_s.toFixed(2)} | ${cell('bench')} | ${cell('node')} | ${cell('nats')} | ${cell('redis')} |`);
     }
   }
   return lines.join('\n');
