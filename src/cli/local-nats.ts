@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createConnection } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { UnavailableError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -20,6 +21,22 @@ export const NATS_CONF_PORT = 4222;
 const READY_TIMEOUT_MS = 10_000;
 const STOP_GRACE_MS = 5_000;
 const PROBE_TIMEOUT_MS = 1_000;
+
+/** At most this many cores, a local server runs one Go thread (serverThreads). */
+export const SMALL_MACHINE_CORES = 2;
+
+/**
+ * GOMAXPROCS for a local nats-server: the user's, else 1 on a machine of two cores or fewer,
+ * else Go's default (a thread per core). A local server shares its cores with the node and its
+ * workers; on two, Go's threads handing goroutines to each other woke each other ~30 times a job
+ * at concurrency 1 and kept the node waiting for a core. One thread, measured on such a machine
+ * (README "Set up, run, test"): the server's CPU a job 746-795 µs → 486-575, the node's time
+ * waiting for a core 151-180 µs a job → 45-75.
+ */
+export function serverThreads(cores: number, env: NodeJS.ProcessEnv): string | undefined {
+  if (env['GOMAXPROCS'] !== undefined) return env['GOMAXPROCS'];
+  return cores <= SMALL_MACHINE_CORES ? '1' : undefined;
+}
 
 export function natsServerBinary(override: string | undefined): string {
   if (override) return override;
@@ -51,6 +68,8 @@ export interface LocalNats {
   readonly storeDir: string;
   readonly config: string;
   readonly pid: number;
+  /** The GOMAXPROCS it runs with (serverThreads); undefined for Go's default. */
+  readonly gomaxprocs: string | undefined;
   /** Settles when the server exits, for whatever reason. */
   readonly exited: Promise<void>;
   stop(): Promise<void>;
@@ -70,7 +89,9 @@ export async function startLocalNats(options: LocalNatsOptions): Promise<LocalNa
   if (options.port !== undefined && options.port !== NATS_CONF_PORT) args.push('-p', String(options.port), '-m', '-1');
   // Its own process group: a Ctrl-C on the terminal reaches docket only, which stops the node
   // (checkpoint) before it stops the server.
-  const child = spawn(options.binary, args, { cwd: options.cwd, stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  const gomaxprocs = serverThreads(availableParallelism(), process.env);
+  const env = gomaxprocs === undefined ? process.env : { ...process.env, GOMAXPROCS: gomaxprocs };
+  const child = spawn(options.binary, args, { cwd: options.cwd, env, stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   const killOnExit = () => {
     if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) {
       try {
@@ -154,6 +175,7 @@ export async function startLocalNats(options: LocalNatsOptions): Promise<LocalNa
     storeDir: ready.storeDir,
     config: NATS_CONF,
     pid: child.pid!,
+    gomaxprocs,
     exited,
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {

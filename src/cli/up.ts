@@ -50,7 +50,7 @@ async function resolveNats(flags: UpFlags, root: Logger, log: Logger): Promise<{
   const binary = natsServerBinary(env.natsServerBin);
   log.info({ port, binary }, 'no NATS URL given and nothing listens on 127.0.0.1, starting a local nats-server');
   const local = await startLocalNats({ binary, cwd: process.cwd(), port, log: root.child({ component: 'nats-server' }) });
-  log.info({ port: local.port, monitorPort: local.monitorPort, storeDir: local.storeDir, config: local.config, pid: local.pid }, 'started a local nats-server');
+  log.info({ port: local.port, monitorPort: local.monitorPort, storeDir: local.storeDir, config: local.config, pid: local.pid, gomaxprocs: local.gomaxprocs ?? 'default' }, 'started a local nats-server');
   return { servers: local.url, local };
 }
 

@@ -5,9 +5,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,7 +25,7 @@ interface Run {
 /** The environment a child gets: none of the developer's docket/NATS settings leak in. */
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env = { ...process.env };
-  for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT', 'DOCKET_LIVE_EVENTS']) delete env[name];
+  for (const name of ['NATS_URL', 'DOCKET_LOG_LEVEL', 'DOCKET_LOCAL_NATS_PORT', 'DOCKET_LIVE_EVENTS', 'GOMAXPROCS']) delete env[name];
   return { ...env, ...extra };
 }
 
@@ -369,6 +369,11 @@ describe('docket up', () => {
       const started = lines.find((l) => l['msg'] === 'started a local nats-server');
       expect(started, local.raw()).toMatchObject({ port, storeDir: join(cwd, '.data', 'nats', 'jetstream') });
       expect(started!['config']).toBe(join(ROOT, 'nats.conf'));
+      // The server runs with the Go threads it says (one on a machine of two cores or fewer).
+      const environ = readFileSync(`/proc/${String(started!['pid'])}/environ`, 'utf8').split('\0');
+      const gomaxprocs = environ.find((entry) => entry.startsWith('GOMAXPROCS='))?.slice('GOMAXPROCS='.length) ?? 'default';
+      expect(started!['gomaxprocs']).toBe(gomaxprocs);
+      expect(gomaxprocs).toBe(availableParallelism() <= 2 ? '1' : 'default');
       expect(lines.findIndex((l) => l['msg'] === 'started a local nats-server')).toBeLessThan(lines.findIndex((l) => l['msg'] === 'serving'));
       expect(existsSync(join(cwd, '.data', 'nats', 'jetstream'))).toBe(true);
 
