@@ -132,19 +132,37 @@ export function cpuSecondsOf(pid: number): number | null {
 }
 
 /**
- * Seconds a process's threads have spent runnable but waiting for a core (the second field of
- * each thread's /proc schedstat, summed); null when the process is gone or the kernel keeps no
- * schedstat. On two cores shared by three or four busy processes this is where a serial path's
- * tail goes: a process woken by a message waits here before it runs (README "Performance").
+ * Nanoseconds each of a process's threads has spent runnable but waiting for a core, by thread
+ * id (the second field of /proc/<pid>/task/<tid>/schedstat); null when the process is gone or
+ * the kernel keeps no schedstat. On two cores shared by three or four busy processes this is
+ * where a serial path's tail goes: a process woken by a message waits here before it runs
+ * (README "Performance"). By thread, so a thread that ends between two samples drops out of
+ * both rather than taking its lifetime's waits out of the difference.
  */
-export function waitSecondsOf(pid: number): number | null {
+export function threadWaitsOf(pid: number): Map<string, number> | null {
+  let tids: string[];
   try {
-    let ns = 0;
-    for (const task of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[1]);
-    return Number.isFinite(ns) ? ns / 1e9 : null;
+    tids = readdirSync(`/proc/${pid}/task`);
   } catch {
     return null;
   }
+  const waits = new Map<string, number>();
+  for (const tid of tids) {
+    try {
+      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]);
+      if (Number.isFinite(ns)) waits.set(tid, ns);
+    } catch {
+      // The thread ended since the listing: it is in neither sample's difference.
+    }
+  }
+  return waits.size === 0 ? null : waits;
+}
+
+/** Seconds of waiting for a core between two samples of a process's threads: new threads count from 0. */
+export function waitSecondsBetween(start: ReadonlyMap<string, number>, end: ReadonlyMap<string, number>): number {
+  let ns = 0;
+  for (const [tid, after] of end) ns += after - (start.get(tid) ?? 0);
+  return ns / 1e9;
 }
 
 /** Resident set size in bytes; null when the process is gone. */
@@ -164,31 +182,32 @@ export type ProcessRoles = Record<string, number>;
 export interface CpuSample {
   readonly at: number;
   readonly cpu: Record<string, number | null>;
-  readonly wait: Record<string, number | null>;
+  readonly wait: Record<string, Map<string, number> | null>;
 }
 
 export function sampleCpu(roles: ProcessRoles): CpuSample {
   const cpu: Record<string, number | null> = {};
-  const wait: Record<string, number | null> = {};
+  const wait: Record<string, Map<string, number> | null> = {};
   for (const [role, pid] of Object.entries(roles)) {
     cpu[role] = cpuSecondsOf(pid);
-    wait[role] = waitSecondsOf(pid);
+    wait[role] = threadWaitsOf(pid);
   }
   return { at: performance.now(), cpu, wait };
 }
 
 /** CPU seconds and seconds waiting for a core per role between two samples, and the wall seconds between them. */
 export function cpuBetween(start: CpuSample, end: CpuSample): { wall_s: number; cpu_s: Record<string, number>; wait_s: Record<string, number> } {
-  return { wall_s: round((end.at - start.at) / 1000, 3), cpu_s: between(start.cpu, end.cpu), wait_s: between(start.wait, end.wait) };
-}
-
-function between(start: Record<string, number | null>, end: Record<string, number | null>): Record<string, number> {
-  const seconds: Record<string, number> = {};
-  for (const [role, before] of Object.entries(start)) {
-    const after = end[role];
-    if (before !== null && after !== null && after !== undefined) seconds[role] = round(after - before, 2);
+  const cpu_s: Record<string, number> = {};
+  for (const [role, before] of Object.entries(start.cpu)) {
+    const after = end.cpu[role];
+    if (before !== null && after !== null && after !== undefined) cpu_s[role] = round(after - before, 2);
   }
-  return seconds;
+  const wait_s: Record<string, number> = {};
+  for (const [role, before] of Object.entries(start.wait)) {
+    const after = end.wait[role];
+    if (before && after) wait_s[role] = round(waitSecondsBetween(before, after), 2);
+  }
+  return { wall_s: round((end.at - start.at) / 1000, 3), cpu_s, wait_s };
 }
 
 export function round(value: number, digits: number): number {

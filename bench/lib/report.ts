@@ -120,7 +120,6 @@ export function markdownTable(scenarios: Record<string, ScenarioResult>): string
   return lines.join('\n');
 }
 
-/** Per group and system, the CPU each process used in its median-duration run, as % of one core. */
 /**
  * Per group and system, the median run's CPU of each process as a share of one core, and after
  * it, when measured, the time its threads waited for a core, summed, as a share of the wall time ("58% · 9%").
@@ -137,8 +136,10 @@ export function cpuTable(groups: GroupResult[]): string {
       const cell = (role: string): string => {
         const cpu = mid.cpu_s[role];
         if (cpu === undefined) return '—';
-        const waited = mid.wait_s?.[role];
-        return waited === undefined ? share(cpu) : `${share(cpu)} · ${share(waited)}`;
+        // Runs before waits were measured have no wait_s; a role without one in a run that has them could not be read.
+        if (mid.wait_s === undefined) return share(cpu);
+        const waited = mid.wait_s[role];
+        return waited === undefined ? `${share(cpu)} · ?` : `${share(cpu)} · ${share(waited)}`;
       };
       lines.push(`| ${group.name} | ${system} | ${mid.wall_s.toFixed(2)} | ${cell('bench')} | ${cell('node')} | ${cell('nats')} | ${cell('redis')} |`);
     }

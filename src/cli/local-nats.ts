@@ -26,7 +26,7 @@ const PROBE_TIMEOUT_MS = 1_000;
 export const SMALL_MACHINE_CORES = 2;
 
 /**
- * GOMAXPROCS for a local nats-server: the user's, else 1 on a machine of two cores or fewer,
+ * GOMAXPROCS for a local nats-server: the user's (if not empty), else 1 on a machine of two cores or fewer,
  * else Go's default (a thread per core). A local server shares its cores with the node and its
  * workers; on two, Go's threads handing goroutines to each other woke each other ~30 times a job
  * at concurrency 1 and kept the node waiting for a core. One thread, measured on such a machine
@@ -34,7 +34,8 @@ export const SMALL_MACHINE_CORES = 2;
  * waiting for a core 151-180 µs a job → 45-75.
  */
 export function serverThreads(cores: number, env: NodeJS.ProcessEnv): string | undefined {
-  if (env['GOMAXPROCS'] !== undefined) return env['GOMAXPROCS'];
+  // Go reads an empty GOMAXPROCS as unset.
+  if (env['GOMAXPROCS'] !== undefined && env['GOMAXPROCS'] !== '') return env['GOMAXPROCS'];
   return cores <= SMALL_MACHINE_CORES ? '1' : undefined;
 }
 

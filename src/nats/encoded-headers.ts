@@ -22,7 +22,9 @@ export class EncodedHeaders extends MsgHdrsImpl {
     for (const [key, value] of entries) {
       if (LINE_BREAK.test(value)) throw new InvalidRequestError(`header ${key} cannot hold a line break`);
       // The map too, so the headers read back as nats.js's would (get, has, iteration).
-      this.headers.set(key, [value]);
+      const values = this.headers.get(key);
+      if (values) values.push(value);
+      else this.headers.set(key, [value]);
       block += `\r\n${key}: ${value}`;
     }
     this.encoded = Buffer.from(`${block}\r\n\r\n`);
@@ -30,6 +32,19 @@ export class EncodedHeaders extends MsgHdrsImpl {
 
   override encode(): Uint8Array {
     return this.encoded;
+  }
+
+  // The bytes are made once: a change after that would be read back but never sent.
+  override set(key: string, _value: string): void {
+    throw new TypeError(`encoded headers cannot change (${key})`);
+  }
+
+  override append(key: string, _value: string): void {
+    throw new TypeError(`encoded headers cannot change (${key})`);
+  }
+
+  override delete(key: string): void {
+    throw new TypeError(`encoded headers cannot change (${key})`);
   }
 }
 

@@ -11,7 +11,7 @@
 import { createInbox, type NatsConnection, type Subscription } from '@nats-io/nats-core';
 import { NO_RESPONDERS } from '../nats/subjects.js';
 import { appendHeaders } from '../nats/encoded-headers.js';
-import { ConflictError, UnavailableError } from '../errors.js';
+import { ConflictError, DocketError, UnavailableError } from '../errors.js';
 import { doublingDelayMs } from '../timing.js';
 
 export interface Appended {
@@ -123,7 +123,8 @@ export class EventStore {
       this.nc.publish(pending.request.subject, pending.request.payload, { reply: `${this.inbox}.${token}`, headers: h });
     } catch (err) {
       this.pending.delete(token);
-      pending.reject(new UnavailableError('publish failed', { cause: err }));
+      // Headers refused (a msg id with a line break) are bad input, not an outage to retry.
+      pending.reject(err instanceof DocketError ? err : new UnavailableError('publish failed', { cause: err }));
     }
   }
 

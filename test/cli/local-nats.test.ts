@@ -13,3 +13,8 @@ test("the user's GOMAXPROCS is kept, on any machine", () => {
   expect(serverThreads(2, { GOMAXPROCS: '2' })).toBe('2');
   expect(serverThreads(16, { GOMAXPROCS: '4' })).toBe('4');
 });
+
+test('an empty GOMAXPROCS is unset, as Go reads it', () => {
+  expect(serverThreads(2, { GOMAXPROCS: '' })).toBe('1');
+  expect(serverThreads(16, { GOMAXPROCS: '' })).toBeUndefined();
+});

@@ -33,6 +33,21 @@ test('reads back its values, as headers decoded from the wire do', () => {
   expect(decoded.get('Nats-Expected-Last-Subject-Sequence')).toBe('41');
 });
 
+test('a key given twice is sent twice and read back as both, as nats.js does', () => {
+  const entries = [['X-A', '1'], ['X-A', '2']] as const;
+  const h = new EncodedHeaders(entries);
+  expect(Buffer.from(h.encode()).toString()).toBe(viaNatsJs(entries));
+  expect(h.values('X-A')).toEqual(['1', '2']);
+});
+
+test('cannot change once encoded: a change would be read back but never sent', () => {
+  const h = liveHeaders(3);
+  expect(() => h.set('Docket-Seq', '4')).toThrow(/cannot change/);
+  expect(() => h.append('X-Other', '1')).toThrow(/cannot change/);
+  expect(() => h.delete('Docket-Seq')).toThrow(/cannot change/);
+  expect(h.get('Docket-Seq')).toBe('3');
+});
+
 test('refuses a value that would break the header block', () => {
   expect(() => appendHeaders('q.a\r\nNats-Expected-Stream: OTHER', 1)).toThrow(/line break/);
   expect(() => new EncodedHeaders([['Docket-Seq', '1\n']])).toThrow(/line break/);
