@@ -131,38 +131,51 @@ export function cpuSecondsOf(pid: number): number | null {
   }
 }
 
+/** A thread's /proc schedstat: time on a core, time runnable but waiting for one, time slices. */
+export interface Schedstat {
+  readonly runNs: number;
+  readonly waitNs: number;
+  readonly slices: number;
+}
+
 /**
- * Nanoseconds each of a process's threads has spent runnable but waiting for a core, by thread
- * id (the second field of /proc/<pid>/task/<tid>/schedstat); null when the process is gone or
- * the kernel keeps no schedstat. On two cores shared by three or four busy processes this is
- * where a serial path's tail goes: a process woken by a message waits here before it runs
- * (README "Performance"). By thread, so a thread that ends between two samples drops out of
- * both rather than taking its lifetime's waits out of the difference.
+ * Each of a process's threads' schedstat, by thread id (/proc/<pid>/task/<tid>/schedstat); null
+ * when the process is gone or the kernel keeps no schedstat. The waits are where a serial path's
+ * tail goes on two cores shared by three or four busy processes: a process woken by a message
+ * waits for a core before it runs (README "Performance"). By thread, so a thread that ends
+ * between two samples drops out of both rather than taking its lifetime out of the difference.
  */
-export function threadWaitsOf(pid: number): Map<string, number> | null {
+export function threadSchedstatsOf(pid: number): Map<string, Schedstat> | null {
   let tids: string[];
   try {
     tids = readdirSync(`/proc/${pid}/task`);
   } catch {
     return null;
   }
-  const waits = new Map<string, number>();
+  const stats = new Map<string, Schedstat>();
   for (const tid of tids) {
     try {
-      const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[1]);
-      if (Number.isFinite(ns)) waits.set(tid, ns);
+      const [runNs, waitNs, slices] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(' ').map(Number);
+      if (Number.isFinite(runNs) && Number.isFinite(waitNs) && Number.isFinite(slices)) stats.set(tid, { runNs: runNs!, waitNs: waitNs!, slices: slices! });
     } catch {
       // The thread ended since the listing: it is in neither sample's difference.
     }
   }
-  return waits.size === 0 ? null : waits;
+  return stats.size === 0 ? null : stats;
 }
 
-/** Seconds of waiting for a core between two samples of a process's threads: new threads count from 0. */
-export function waitSecondsBetween(start: ReadonlyMap<string, number>, end: ReadonlyMap<string, number>): number {
-  let ns = 0;
-  for (const [tid, after] of end) ns += after - (start.get(tid) ?? 0);
-  return ns / 1e9;
+/** A process's schedstat between two samples, summed over its threads: a thread new in `end` counts from 0. */
+export function schedstatBetween(start: ReadonlyMap<string, Schedstat>, end: ReadonlyMap<string, Schedstat>): Schedstat {
+  let runNs = 0;
+  let waitNs = 0;
+  let slices = 0;
+  for (const [tid, after] of end) {
+    const before = start.get(tid);
+    runNs += after.runNs - (before?.runNs ?? 0);
+    waitNs += after.waitNs - (before?.waitNs ?? 0);
+    slices += after.slices - (before?.slices ?? 0);
+  }
+  return { runNs, waitNs, slices };
 }
 
 /** Resident set size in bytes; null when the process is gone. */
@@ -182,15 +195,15 @@ export type ProcessRoles = Record<string, number>;
 export interface CpuSample {
   readonly at: number;
   readonly cpu: Record<string, number | null>;
-  readonly wait: Record<string, Map<string, number> | null>;
+  readonly wait: Record<string, Map<string, Schedstat> | null>;
 }
 
 export function sampleCpu(roles: ProcessRoles): CpuSample {
   const cpu: Record<string, number | null> = {};
-  const wait: Record<string, Map<string, number> | null> = {};
+  const wait: Record<string, Map<string, Schedstat> | null> = {};
   for (const [role, pid] of Object.entries(roles)) {
     cpu[role] = cpuSecondsOf(pid);
-    wait[role] = threadWaitsOf(pid);
+    wait[role] = threadSchedstatsOf(pid);
   }
   return { at: performance.now(), cpu, wait };
 }
@@ -205,7 +218,7 @@ export function cpuBetween(start: CpuSample, end: CpuSample): { wall_s: number; 
   const wait_s: Record<string, number> = {};
   for (const [role, before] of Object.entries(start.wait)) {
     const after = end.wait[role];
-    if (before && after) wait_s[role] = round(waitSecondsBetween(before, after), 2);
+    if (before && after) wait_s[role] = round(schedstatBetween(before, after).waitNs / 1e9, 2);
   }
   return { wall_s: round((end.at - start.at) / 1000, 3), cpu_s, wait_s };
 }
