@@ -14,9 +14,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startDocketNode } from './lib/docket.js';
+import { LatencyLoop, percentileMs } from './lib/latency-loop.js';
 import { connect } from '@nats-io/transport-node';
-import { Client } from '../src/client/client.js';
-import { Worker } from '../src/client/worker.js';
 import { startNode } from '../src/node.js';
 import { queueLog } from '../test/support/docket.js';
 import { startNatsServer } from '../test/support/nats-server.js';
@@ -26,39 +25,9 @@ const warmup = Number(process.env['WARMUP'] ?? 20);
 const server = await startNatsServer();
 const dataDir = mkdtempSync(join(tmpdir(), 'latency-probe-'));
 const node = process.argv.includes('--node-process') ? await startDocketNode(server.url, dataDir, 'cli') : await startNode({ servers: server.url, nodeName: 'latency-probe' });
-const client = await Client.connect({ servers: server.url });
-const watcher = await Client.connect({ servers: server.url });
-const worker = new Worker({ servers: server.url, queue: 'lat', concurrency: 1, handler: async () => null });
-await worker.start();
-const waiting = new Map<string, () => void>();
-const early = new Set<string>();
-const abort = new AbortController();
-const events = watcher.live({ queue: 'lat', types: ['job.succeeded'], signal: abort.signal });
-await events.ready;
-void (async () => {
-  for await (const e of events) {
-    const resolve = waiting.get(e.aggregate.id);
-    if (resolve) resolve();
-    else early.add(e.aggregate.id);
-  }
-})().catch(() => undefined);
-
-const total: number[] = [];
-const submits: number[] = [];
-for (let i = 0; i < n + warmup; i++) {
-  const t0 = performance.now();
-  const { job_id } = await client.submit({ queue: 'lat', params: { i } });
-  const submitted = performance.now() - t0;
-  if (!early.delete(job_id)) {
-    await new Promise<void>((resolve) => waiting.set(job_id, resolve));
-    waiting.delete(job_id);
-  }
-  if (i >= warmup) {
-    total.push(performance.now() - t0);
-    submits.push(submitted);
-  }
-}
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))]!.toFixed(2);
+const loop = await LatencyLoop.start(server.url);
+await loop.run(warmup);
+const { total, submit: submits } = await loop.run(n);
 const nc = await connect({ servers: server.url });
 const seqs = new Map<string, { submitted?: number; claimed?: number }>();
 for (const e of await queueLog(nc, 'lat')) {
@@ -68,14 +37,11 @@ for (const e of await queueLog(nc, 'lat')) {
   seqs.set(e.jobId, entry);
 }
 const handedOff = [...seqs.values()].filter((s) => s.submitted !== undefined && s.submitted === s.claimed).length;
-console.log(JSON.stringify({ jobs: n, p50_ms: pct(total, 50), p99_ms: pct(total, 99), max_ms: pct(total, 100), submit_p50_ms: pct(submits, 50), claimed_in_submit_commit: `${handedOff}/${seqs.size}` }));
+console.log(JSON.stringify({ jobs: n, p50_ms: percentileMs(total, 50), p99_ms: percentileMs(total, 99), max_ms: percentileMs(total, 100), submit_p50_ms: percentileMs(submits, 50), claimed_in_submit_commit: `${handedOff}/${seqs.size}` }));
 const histogram: Record<number, number> = {};
 for (const ms of total) histogram[Math.floor(ms)] = (histogram[Math.floor(ms)] ?? 0) + 1;
 console.log(JSON.stringify({ histogram_ms: histogram }));
-abort.abort();
-await worker.close();
-await client.close();
-await watcher.close();
+await loop.close();
 await nc.close();
 await node.close();
 await server.stop();

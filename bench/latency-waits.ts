@@ -14,10 +14,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client } from '../src/client/client.js';
-import { Worker } from '../src/client/worker.js';
 import { startNatsServer } from '../test/support/nats-server.js';
 import { startDocketNode } from './lib/docket.js';
+import { LatencyLoop, percentileMs } from './lib/latency-loop.js';
 import { schedstatBetween, threadSchedstatsOf, type Schedstat } from './lib/procs.js';
 
 process.env['BENCH_NODE_DIST'] ??= '1';
@@ -26,37 +25,13 @@ const warmup = Number(process.env['WARMUP'] ?? 2000);
 const server = await startNatsServer();
 const dataDir = mkdtempSync(join(tmpdir(), 'latency-waits-'));
 const node = await startDocketNode(server.url, dataDir, 'cli');
-const client = await Client.connect({ servers: server.url });
-const watcher = await Client.connect({ servers: server.url });
-const worker = new Worker({ servers: server.url, queue: 'lat', concurrency: 1, handler: async () => null });
-await worker.start();
-const waiting = new Map<string, () => void>();
-const early = new Set<string>();
-const abort = new AbortController();
-const events = watcher.live({ queue: 'lat', types: ['job.succeeded'], signal: abort.signal });
-await events.ready;
-void (async () => {
-  for await (const e of events) {
-    const resolve = waiting.get(e.aggregate.id);
-    if (resolve) resolve();
-    else early.add(e.aggregate.id);
-  }
-})().catch(() => undefined);
+const loop = await LatencyLoop.start(server.url);
 
 const pids: Record<string, number> = { node: node.pid, bench: process.pid, 'nats-server': server.process.pid! };
 const sample = (): Record<string, Map<string, Schedstat> | null> => Object.fromEntries(Object.entries(pids).map(([role, pid]) => [role, threadSchedstatsOf(pid)]));
-let before: Record<string, Map<string, Schedstat> | null> = {};
-const total: number[] = [];
-for (let i = 0; i < n + warmup; i++) {
-  if (i === warmup) before = sample();
-  const t0 = performance.now();
-  const { job_id } = await client.submit({ queue: 'lat', params: { i } });
-  if (!early.delete(job_id)) {
-    await new Promise<void>((resolve) => waiting.set(job_id, resolve));
-    waiting.delete(job_id);
-  }
-  if (i >= warmup) total.push(performance.now() - t0);
-}
+await loop.run(warmup);
+const before = sample();
+const { total } = await loop.run(n);
 const after = sample();
 const perJob: Record<string, { cpu_us: number; wait_us: number; slices: number } | null> = {};
 for (const role of Object.keys(pids)) {
@@ -64,13 +39,8 @@ for (const role of Object.keys(pids)) {
   const d = start && end ? schedstatBetween(start, end) : null;
   perJob[role] = d && { cpu_us: Math.round(d.runNs / 1000 / n), wait_us: Math.round(d.waitNs / 1000 / n), slices: Number((d.slices / n).toFixed(1)) };
 }
-const sorted = [...total].sort((a, b) => a - b);
-const pct = (p: number) => Number(sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!.toFixed(2));
-console.log(JSON.stringify({ jobs: n, warmup, gomaxprocs: process.env['GOMAXPROCS'] || 'default', p50_ms: pct(50), p99_ms: pct(99), per_job: perJob }));
-abort.abort();
-await worker.close();
-await client.close();
-await watcher.close();
+console.log(JSON.stringify({ jobs: n, warmup, gomaxprocs: process.env['GOMAXPROCS'] || 'default', p50_ms: Number(percentileMs(total, 50)), p99_ms: Number(percentileMs(total, 99)), per_job: perJob }));
+await loop.close();
 await node.close();
 await server.stop();
 rmSync(dataDir, { recursive: true, force: true });
