@@ -11,6 +11,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SMALL_MACHINE_CORES } from '../../src/cli/local-nats.js';
 import { startNatsServer, type TestNatsServer } from '../support/nats-server.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -373,7 +374,7 @@ describe('docket up', () => {
       const environ = readFileSync(`/proc/${String(started!['pid'])}/environ`, 'utf8').split('\0');
       const gomaxprocs = environ.find((entry) => entry.startsWith('GOMAXPROCS='))?.slice('GOMAXPROCS='.length) ?? 'default';
       expect(started!['gomaxprocs']).toBe(gomaxprocs);
-      expect(gomaxprocs).toBe(availableParallelism() <= 2 ? '1' : 'default');
+      expect(gomaxprocs).toBe(availableParallelism() <= SMALL_MACHINE_CORES ? '1' : 'default');
       expect(lines.findIndex((l) => l['msg'] === 'started a local nats-server')).toBeLessThan(lines.findIndex((l) => l['msg'] === 'serving'));
       expect(existsSync(join(cwd, '.data', 'nats', 'jetstream'))).toBe(true);
 
