@@ -54,36 +54,49 @@ function templateUsable(template: TemplateState | null): boolean {
 export function jobOfFire(schedule: ScheduleState, template: TemplateState | null, tick: string, jobId: string, trigger: FireTrigger): ScheduledJob | null {
   const spec = schedule.context.spec;
   if (spec === null) return null;
-  const overrides = spec.params ?? {};
-  // A cron fire's job is claimable from its due time (tick + jitter): it may be decided ahead.
-  const jitter = trigger === 'cron' ? jitterOf(spec.jitter_ms, schedule.context.name, tick) : 0;
-  // A tick is toTick's own text, so without jitter it is its due time as it is (no parse and format again per fire).
-  const dueAt = trigger === 'cron' ? { due_at: jitter === 0 ? tick : toTick(Date.parse(tick) + jitter) } : {};
-  const provenance = { job_id: jobId, schedule: schedule.context.name, tick, trigger, ...dueAt };
+  let source: ScheduleJobSource;
+  let made: ScheduledJob['template'] = null;
   if (spec.template !== null) {
     if (!templateUsable(template)) return null;
     const t = template!.context.spec!;
-    return {
-      ...provenance,
-      queue: t.queue,
-      params: { ...t.params, ...overrides },
-      ...(t.priority === undefined ? {} : { priority: t.priority }),
-      ...(t.max_attempts === undefined ? {} : { max_attempts: t.max_attempts }),
-      ...(t.backoff === undefined ? {} : { backoff: t.backoff }),
-      ...(t.lease_ms === undefined ? {} : { lease_ms: t.lease_ms }),
-      template: { name: t.name, revision: t.revision },
-    };
+    source = t;
+    made = { name: t.name, revision: t.revision };
+  } else {
+    source = spec.job!;
   }
-  const job = spec.job!;
-  return {
-    ...provenance,
-    queue: job.queue,
-    params: { ...(job.params ?? {}), ...overrides },
-    ...(job.priority === undefined ? {} : { priority: job.priority }),
-    ...(job.max_attempts === undefined ? {} : { max_attempts: job.max_attempts }),
-    ...(job.backoff === undefined ? {} : { backoff: job.backoff }),
-    template: null,
-  };
+  // Built field by field, not by spreads: a ticker pass makes one per fire (10,000 a second
+  // for 10,000 every-second schedules), and object spreads cost several times as much.
+  const job: Mutable<ScheduledJob> = { job_id: jobId, schedule: schedule.context.name, tick, trigger, queue: source.queue, params: paramsOf(source.params, spec.params), template: made };
+  if (trigger === 'cron') {
+    // A cron fire's job is claimable from its due time (tick + jitter): it may be decided ahead.
+    // A tick is toTick's own text, so without jitter it is its due time as it is (no parse and format again per fire).
+    const jitter = jitterOf(spec.jitter_ms, schedule.context.name, tick);
+    job.due_at = jitter === 0 ? tick : toTick(Date.parse(tick) + jitter);
+  }
+  if (source.priority !== undefined) job.priority = source.priority;
+  if (source.max_attempts !== undefined) job.max_attempts = source.max_attempts;
+  if (source.backoff !== undefined) job.backoff = source.backoff;
+  if (spec.template !== null && source.lease_ms !== undefined) job.lease_ms = source.lease_ms;
+  return job;
+}
+
+/** A type's fields made writable, for an object built field by field before it is handed on. */
+export type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** What a fire's job takes from its template, or from the schedule's own job. */
+interface ScheduleJobSource {
+  readonly queue: string;
+  readonly params?: JsonObject | undefined;
+  readonly priority?: number | undefined;
+  readonly max_attempts?: number | undefined;
+  readonly backoff?: BackoffPolicy | undefined;
+  readonly lease_ms?: number | undefined;
+}
+
+/** The source's params, then the schedule's over them, shallow by key; a fresh object either way. */
+function paramsOf(base: JsonObject | undefined, overrides: JsonObject | null | undefined): JsonObject {
+  if (overrides === null || overrides === undefined) return base === undefined ? {} : { ...base };
+  return { ...base, ...overrides };
 }
 
 /**

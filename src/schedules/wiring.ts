@@ -3,7 +3,8 @@
  * the router), the reads (any node), the queue-leader operation that creates a fired job under
  * its derived id, and the ticker (a SysReactor). node.ts calls `registerScheduleCommands` once.
  */
-import { Priority } from '../../machines/index.js';
+import { Priority, type JobSubmittedData } from '../../machines/index.js';
+import { toIso } from '../clock.js';
 import type { Clock } from '../clock.js';
 import { appendNewJobs, createJob, envelope, type CommandContext } from '../commands/handle-command.js';
 import { DocketError } from '../errors.js';
@@ -27,7 +28,7 @@ import type { Logger } from '../logger.js';
 import { SYS_LEASE } from '../nats/subjects.js';
 import { ScheduleTicker } from '../reactors/schedule-ticker.js';
 import { plainSubmitId } from '../store/job-store.js';
-import type { ScheduledJob } from './fire.js';
+import type { Mutable, ScheduledJob } from './fire.js';
 import {
   archiveTemplate,
   backfillSchedule,
@@ -61,24 +62,27 @@ export interface ScheduleWiring {
 /** The job.submitted of a fired job: its derived id, its provenance; a resend finds the job by id. */
 function firedJobEvent(ctx: CommandContext, job: ScheduledJob) {
   const now = ctx.clock.now();
-  const due = job.due_at === undefined ? -Infinity : Date.parse(job.due_at);
-  return envelope(ctx, 'job.submitted', { queue: job.queue, jobId: job.job_id }, plainSubmitId(job.job_id), {
+  const time = toIso(now);
+  // A tick fired ahead is claimable at its due time; any other fire at once.
+  // due_at is toTick's text: kept as it is when it is the later.
+  const runAt = job.due_at !== undefined && Date.parse(job.due_at) > now ? job.due_at : time;
+  // Built field by field, not by spreads: one per fire (see jobOfFire).
+  const data: Mutable<JobSubmittedData> = {
     job_id: job.job_id,
     key: null,
     params: job.params,
     priority: job.priority ?? Priority.Default,
     position: null,
-    // A tick fired ahead is claimable at its due time; any other fire at once.
-    // due_at is toTick's text: kept as it is when it is the later.
-    run_at: due > now ? job.due_at! : new Date(now).toISOString(),
+    run_at: runAt,
     max_attempts: job.max_attempts ?? JobDefaults.maxAttempts,
     backoff: job.backoff ?? JobDefaults.backoff,
     attempt: 1,
     retry_of: null,
     waiting: false,
-    ...(job.template === null ? {} : { template: job.template }),
-    schedule: { name: job.schedule, tick: job.tick, trigger: job.trigger },
-  });
+  };
+  if (job.template !== null) data.template = job.template;
+  data.schedule = { name: job.schedule, tick: job.tick, trigger: job.trigger };
+  return envelope(ctx, 'job.submitted', { queue: job.queue, jobId: job.job_id }, plainSubmitId(job.job_id), data, undefined, time);
 }
 
 /** One fired job's answer in a batch: created (or found: its id is derived), or the error its commit failed with. */
