@@ -64,8 +64,8 @@ export function jobOfFire(schedule: ScheduleState, template: TemplateState | nul
   } else {
     source = spec.job!;
   }
-  // Built field by field, not by spreads: a ticker pass makes one per fire (10,000 a second
-  // for 10,000 every-second schedules), and object spreads cost several times as much.
+  // One object, its optional fields set on it, not a spread per optional field: a ticker pass
+  // makes one per fire (10,000 a second for 10,000 every-second schedules).
   const job: Mutable<ScheduledJob> = { job_id: jobId, schedule: schedule.context.name, tick, trigger, queue: source.queue, params: paramsOf(source.params, spec.params), template: made };
   if (trigger === 'cron') {
     // A cron fire's job is claimable from its due time (tick + jitter): it may be decided ahead.
