@@ -9,8 +9,9 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, freemem, loadavg, totalmem, release } from 'node:os';
+import { availableParallelism, cpus, freemem, loadavg, totalmem, release } from 'node:os';
 import { join } from 'node:path';
+import { serverThreads } from '../src/cli/local-nats.js';
 import { natsServerBinary } from '../test/support/nats-server.js';
 import { benchConfig } from './lib/config.js';
 import { defaultNodeMode, fromBuild, REPO, type NodeMode } from './lib/docket.js';
@@ -110,6 +111,7 @@ function machineInfo(nodeMode: NodeMode, quick: boolean, args: { profile: boolea
     kernel: release(),
     node: process.version,
     nats_server: version(natsServerBinary(), ['--version'], /v?(\d+\.\d+\.\d+)/),
+    nats_server_gomaxprocs: process.env['GOMAXPROCS'] || 'default',
     redis_server: redisVersion(),
     bullmq: packageVersion('bullmq'),
     ioredis: packageVersion('ioredis'),
@@ -192,7 +194,7 @@ function renderMarkdown(json: BenchJson): string {
   return [
     `# docket bench${machine['quick'] ? ' (--quick: 10x fewer jobs)' : ''}`,
     '',
-    `${String(machine['date'])} · ${String(machine['cores'])} × ${String(machine['cpu_model'])} · load ${loads(machine['load_average_start'] as number[])} → ${loads(machine['load_average_end'] as number[])} · ${String(machine['memory_gib'])} GiB · Node ${String(machine['node'])} · nats-server ${String(machine['nats_server'])} · redis-server ${String(machine['redis_server'])} · BullMQ ${String(machine['bullmq'])} · docket ${String(machine['docket_commit'])} (node: ${String(machine['docket_node'])}, from ${String(machine['docket_from'] ?? 'src (tsx)')}) · ${String(machine['seconds'])} s`,
+    `${String(machine['date'])} · ${String(machine['cores'])} × ${String(machine['cpu_model'])} · load ${loads(machine['load_average_start'] as number[])} → ${loads(machine['load_average_end'] as number[])} · ${String(machine['memory_gib'])} GiB · Node ${String(machine['node'])} · nats-server ${String(machine['nats_server'])}${machine['nats_server_gomaxprocs'] === undefined ? '' : ` (GOMAXPROCS ${String(machine['nats_server_gomaxprocs'])})`} · redis-server ${String(machine['redis_server'])} · BullMQ ${String(machine['bullmq'])} · docket ${String(machine['docket_commit'])} (node: ${String(machine['docket_node'])}, from ${String(machine['docket_from'] ?? 'src (tsx)')}) · ${String(machine['seconds'])} s`,
     '',
     'Each figure: median of 3 runs (min–max). Ratio = docket ÷ peer (for ms and bytes, lower is better).',
     ...(provenance.length ? ['', ...provenance, "Each row's docket and peer figures were measured in the same run."] : []),
@@ -231,9 +233,14 @@ async function main(): Promise<void> {
     execFileSync('npm', ['run', 'build'], { cwd: REPO, stdio: ['ignore', 'ignore', 'inherit'] });
     process.env['BENCH_FROM_BUILD'] = '1';
   }
+  // Every nats-server the bench starts inherits this: the one `docket up` starts gets the same
+  // (src/cli/local-nats.ts serverThreads, one Go thread on two cores or fewer; a GOMAXPROCS you
+  // set is kept), so the bench measures docket as a user of `docket up` runs it.
+  const threads = serverThreads(availableParallelism(), process.env);
+  if (threads !== undefined) process.env['GOMAXPROCS'] = threads;
   const nodeMode = args.node ?? defaultNodeMode();
   const machine = machineInfo(nodeMode, args.quick, args);
-  log(`docket bench${args.quick ? ' --quick' : ''}: ${machine['cores']} × ${machine['cpu_model']}, load ${(machine['load_average_start'] as number[]).join(' ')}, node ${process.version}, nats-server ${machine['nats_server']}, redis ${machine['redis_server']}, docket node: ${nodeMode}`);
+  log(`docket bench${args.quick ? ' --quick' : ''}: ${machine['cores']} × ${machine['cpu_model']}, load ${(machine['load_average_start'] as number[]).join(' ')}, node ${process.version}, nats-server ${machine['nats_server']} (GOMAXPROCS ${String(machine['nats_server_gomaxprocs'])}), redis ${machine['redis_server']}, docket node: ${nodeMode}`);
 
   const started = performance.now();
   let aof: RedisServer | null = null;
