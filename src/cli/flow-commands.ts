@@ -13,6 +13,7 @@ import type { GroupView, listGroups } from '../commands/group-commands.js';
 import type { QueueView } from '../commands/queue-commands.js';
 import type { ReservationView } from '../commands/reservation-commands.js';
 import { InvalidRequestError } from '../errors.js';
+import type { Mutable } from '../mutable.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
 import { parseJsonObject, parsePositiveInteger } from './options.js';
 import { recordTable, table, writeJson, writeOut } from './render.js';
@@ -196,7 +197,7 @@ export function registerFlowCommands(program: Command): void {
       .option('--actor <name>', 'who, kept in the log (meta.actor)')
       .option('--create', 'configure a queue that has no job yet'),
   ).action(async (name: string, flags: SetFlags) => {
-    const change: { -readonly [K in keyof QueueSettingsChange]: QueueSettingsChange[K] } = {};
+    const change: Mutable<QueueSettingsChange> = {};
     if (flags.concurrency !== undefined) change.concurrency = parseLimit(flags.concurrency, '--concurrency');
     if (flags.rate !== undefined) change.rate = parseRate(flags.rate, '--rate');
     if (flags.keyConcurrency !== undefined) change.key_concurrency = parseLimit(flags.keyConcurrency, '--key-concurrency');

@@ -5,6 +5,7 @@
  */
 import { NO_QUEUE_SETTINGS, type QueueContext, type QueueSettings, type QueueSettingsChange } from '../../machines/index.js';
 import { NotFoundError } from '../errors.js';
+import type { Mutable } from '../mutable.js';
 import type { AggregateRecord } from '../store/aggregate-store.js';
 import { aggregateEnvelope, commandMetaOf, transitionAggregate, type CommandContext } from './handle-command.js';
 import type { PauseCommand, QueueSetCommand, ResumeCommand } from './queue-schemas.js';
@@ -54,7 +55,7 @@ export async function resumeQueue(ctx: CommandContext, command: ResumeCommand): 
 }
 
 export async function setQueue(ctx: CommandContext, command: QueueSetCommand): Promise<QueueView & { replayed: boolean }> {
-  const change: { -readonly [K in keyof QueueSettingsChange]: QueueSettingsChange[K] } = {};
+  const change: Mutable<QueueSettingsChange> = {};
   if (command.concurrency !== undefined) change.concurrency = command.concurrency;
   if (command.rate !== undefined) change.rate = command.rate;
   if (command.key_concurrency !== undefined) change.key_concurrency = command.key_concurrency;

@@ -9,6 +9,7 @@
 import type { BackoffPolicy, FireTrigger, JsonObject, ScheduleMissedData, ScheduleState, TemplateState } from '../../machines/index.js';
 import { EMPTY_PLAN, jitterOf, planTicks, toTick, type Plan } from '../../machines/schedule-timing.js';
 import { scheduledJobId, triggeredJobId } from '../ids.js';
+import type { Mutable } from '../mutable.js';
 
 /** The job a fire makes: a submit's fields, its derived id, and where it came from. */
 export interface ScheduledJob {
@@ -79,9 +80,6 @@ export function jobOfFire(schedule: ScheduleState, template: TemplateState | nul
   if (spec.template !== null && source.lease_ms !== undefined) job.lease_ms = source.lease_ms;
   return job;
 }
-
-/** A type's fields made writable, for an object built field by field before it is handed on. */
-export type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
 /** What a fire's job takes from its template, or from the schedule's own job. */
 interface ScheduleJobSource {

@@ -28,7 +28,8 @@ import type { Logger } from '../logger.js';
 import { SYS_LEASE } from '../nats/subjects.js';
 import { ScheduleTicker } from '../reactors/schedule-ticker.js';
 import { plainSubmitId } from '../store/job-store.js';
-import type { Mutable, ScheduledJob } from './fire.js';
+import type { Mutable } from '../mutable.js';
+import type { ScheduledJob } from './fire.js';
 import {
   archiveTemplate,
   backfillSchedule,
