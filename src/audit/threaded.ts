@@ -2,9 +2,9 @@
  * The audit beside the reader: a reader hands packed batches (./packed.ts) to `write`, and the
  * audit folds them on a worker thread while the reader's thread keeps reading, so the two costs
  * overlap instead of adding up. With log v2's commits reading costs ~0.4-1.2 µs of CPU per event
- * against ~4.4 µs of audit, so the overlap rarely pays for the copy and `docket audit` runs
- * inline unless told `--thread on`. When no thread can be started it audits inline, with the
- * same results.
+ * against ~4.4 µs of audit, so the overlap saves little per event, and the worker starts cold:
+ * `docket audit` takes the thread only for a large read (`autoThread`) unless told `--thread
+ * on|off`. When no thread can be started it audits inline, with the same results.
  *
  * Flow control: `backlog` counts batches written and not yet folded; a reader waits with
  * `whenBelow(n)` before asking the stream for more, so memory stays bounded when the audit is
@@ -17,6 +17,21 @@ import { Auditor } from './audit.js';
 import type { FromAuditWorker, ToAuditWorker } from './audit-worker.js';
 import { unpack } from './packed.js';
 import type { AuditOptions, AuditReport } from './types.js';
+
+/**
+ * `docket audit --thread auto`: a log this large (bytes read) is audited on a worker thread, a
+ * smaller one inline. The worker starts cold (its own isolate compiles the audit again), a fixed
+ * cost that only a long read pays back. Measured on a 2-core AMD EPYC
+ * (`GOMAXPROCS=1 npx tsx bench/audit-bench.ts N`, ~300 stored bytes an event, events/s thread
+ * against inline, two passes each): 100,000 events 148-157k against 244-269k; 300,000 205-223k
+ * against 241-265k; 600,000 236-245k against 213-242k; 1,000,000 243-275k against 220-223k.
+ */
+export const AUTO_THREAD_MIN_BYTES = 160 * 2 ** 20;
+
+/** Whether `--thread auto` audits on a worker thread: a large read, and a second core for it. */
+export function autoThread(readBytes: number, cores: number): boolean {
+  return cores >= 2 && readBytes >= AUTO_THREAD_MIN_BYTES;
+}
 
 export interface PackedAudit {
   /** Takes ownership of `buffer` (it is transferred to the worker). */

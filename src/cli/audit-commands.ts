@@ -10,6 +10,7 @@
  */
 import { positionalJobLoader } from './positional-loader.js';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { availableParallelism } from 'node:os';
 import type { Command } from 'commander';
 import { POSITION_SPAN, positionOf, type Position } from '../../machines/index.js';
 import {
@@ -38,8 +39,8 @@ import { isIdToken, isQueueName, subjects, SYS_PARTITION } from '../nats/subject
 import { printScheduleReplay } from './schedule-replay-output.js';
 import { ScheduleReplayer } from '../audit/schedule-replay.js';
 import { PackWriter } from '../audit/packed.js';
-import { startPackedAudit, type PackedAudit } from '../audit/threaded.js';
-import { endSeqAt, lastSeq, logFilter, readLogBatches, readLogPacked, resolveBounds, storedTimeOf, type LogBounds, type ReadLogOptions } from '../store/read-log.js';
+import { autoThread, AUTO_THREAD_MIN_BYTES, startPackedAudit, type PackedAudit } from '../audit/threaded.js';
+import { approxReadBytes, endSeqAt, lastSeq, logFilter, readLogBatches, readLogPacked, resolveBounds, storedTimeOf, type LogBounds, type ReadLogOptions } from '../store/read-log.js';
 import { withCommonOptions, type CommonFlags } from './common.js';
 import { parseIsoTime, parsePositiveInteger, serverFrom } from './options.js';
 import { recordTable, table, writeErr, writeJson, writeOut } from './render.js';
@@ -545,11 +546,9 @@ export interface AuditLogOptions {
   /** @defaultValue 1000 */
   readonly maxViolations?: number;
   /**
-   * Audit on a worker thread beside the reader. `auto` audits inline: with log v2 reading is
-   * cheap (one stored message per commit: ~0.4-1.2 µs of CPU per event) and the audit is not
-   * (~4.4 µs), so a second thread overlaps little and adds the copy into packed batches; measured
-   * on 2 loaded cores (bench/audit-bench.ts, 100,000 and 300,000 events): inline 235-269k
-   * events/s, on a thread 137-216k.
+   * Audit on a worker thread beside the reader. `auto` does for a large read on two cores or
+   * more (src/audit/threaded.ts `autoThread`: the thread's cold start is paid back only by a long
+   * read), inline otherwise.
    * @defaultValue 'auto'
    */
   readonly thread?: boolean | 'auto';
@@ -572,7 +571,8 @@ export async function auditLog(nc: NatsConnection, options: AuditLogOptions = {}
     ...(options.toSeq === undefined ? {} : { toSeq: options.toSeq }),
     maxViolations: options.maxViolations ?? 1000,
   };
-  const thread = options.thread === true;
+  const auto = options.thread === undefined || options.thread === 'auto';
+  const thread = options.thread === true || (auto && bounds !== null && autoThread(await approxReadBytes(nc, bounds, filter), availableParallelism()));
   const audit = await startPackedAudit({ ...auditOptions, thread });
   if (bounds !== null) {
     options.onBounds?.(bounds);
@@ -785,7 +785,7 @@ export function registerAuditCommands(program: Command): void {
       .option('--from <seq>', 'report violations in commits from this sequence (the fold still starts at the beginning)')
       .option('--to <seq>', 'stop at this commit sequence')
       .option('--max <n>', 'list at most this many violations (the counts stay exact)', '1000')
-      .option('--thread <mode>', 'fold on a worker thread beside the reader: on, or off (auto: off, faster with commits)', 'auto'),
+      .option('--thread <mode>', `fold on a worker thread beside the reader: on, off, or auto (on for a read of ${AUTO_THREAD_MIN_BYTES / 2 ** 20} MiB or more on 2+ cores)`, 'auto'),
   ).action((flags: AuditFlags) => auditAction(flags));
 
   withCommonOptions(

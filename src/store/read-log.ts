@@ -90,6 +90,28 @@ export async function lastSeq(nc: NatsConnection, filter?: string): Promise<numb
   }
 }
 
+/**
+ * About how many bytes a read of `bounds` on `filter` fetches: the stream's mean stored message
+ * times the messages read (on a filter, its messages in the stream, at most the range's
+ * sequences). An estimate for choosing how to read, not a count.
+ */
+export async function approxReadBytes(nc: NatsConnection, bounds: LogBounds, filter: string = LOG_SUBJECTS): Promise<number> {
+  const jsm = await manager(nc);
+  const whole = filter === LOG_SUBJECTS;
+  let info;
+  try {
+    info = whole ? await jsm.streams.info(STREAM) : await jsm.streams.info(STREAM, { subjects_filter: filter });
+  } catch (err) {
+    if (isNotFound(err)) return 0;
+    throw err;
+  }
+  const { messages, bytes } = info.state;
+  if (messages === 0) return 0;
+  const inRange = bounds.toSeq - bounds.fromSeq + 1;
+  const onFilter = whole ? inRange : Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
+  return (bytes / messages) * Math.min(inRange, onFilter);
+}
+
 /** The stored time (ms) of the first message at or after `seq`, with its sequence; null past the end. */
 async function firstAtOrAfter(jsm: JetStreamManager, seq: number): Promise<{ seq: number; time: number } | null> {
   try {

@@ -7,7 +7,7 @@ import { describe, expect, test } from 'vitest';
 import { auditMessages, type RecordedMessage } from '../../src/audit/index.js';
 import { PackWriter, parseDocketHeaders, unpack } from '../../src/audit/packed.js';
 import { commitHash } from '../../src/nats/codec.js';
-import { startPackedAudit } from '../../src/audit/threaded.js';
+import { AUTO_THREAD_MIN_BYTES, autoThread, startPackedAudit } from '../../src/audit/threaded.js';
 import { History, playSteps, STEP_OPS, toRecorded } from '../support/audit-log.js';
 
 function roundTrip(messages: readonly RecordedMessage[], capacity: number): { out: RecordedMessage[]; buffers: number } {
@@ -77,5 +77,15 @@ describe('the audit on a worker thread', () => {
     for (const m of messages) writer.addRecorded(m);
     writer.end();
     expect(await audit.finish()).toEqual(auditMessages(messages));
+  });
+});
+
+describe('--thread auto', () => {
+  test('takes a worker thread only for a large read with a second core for it', () => {
+    expect(autoThread(AUTO_THREAD_MIN_BYTES - 1, 2)).toBe(false);
+    expect(autoThread(AUTO_THREAD_MIN_BYTES, 2)).toBe(true);
+    expect(autoThread(AUTO_THREAD_MIN_BYTES * 10, 16)).toBe(true);
+    expect(autoThread(AUTO_THREAD_MIN_BYTES * 10, 1)).toBe(false);
+    expect(autoThread(0, 16)).toBe(false);
   });
 });

@@ -25,7 +25,7 @@ import { Progress } from '../../src/projections/progress.js';
 import { QueueOrder } from '../../src/projections/queue-order.js';
 import { JobStore } from '../../src/store/job-store.js';
 import { LogTail } from '../../src/store/log-tail.js';
-import { logFilter, readLog, readLogPacked, toLogMessage } from '../../src/store/read-log.js';
+import { approxReadBytes, logFilter, readLog, readLogPacked, toLogMessage } from '../../src/store/read-log.js';
 import { PackWriter, unpack } from '../../src/audit/packed.js';
 import { auditLog } from '../../src/cli/audit-commands.js';
 import { History, publishHistory, uniqueQueue } from '../support/audit-log.js';
@@ -306,6 +306,15 @@ describe('a real run', () => {
     const threaded = await auditLog(nc, { queue, thread: true });
     expect(threaded.mode).toBe('thread');
     expect(threaded.report).toEqual(auditMessages(messages, { maxViolations: 1000 }));
+    // Left to choose (`--thread auto`), a read this small is audited inline, with the same report.
+    const chosen = await auditLog(nc, { queue });
+    expect(chosen.mode).toBe('inline');
+    expect(chosen.report).toEqual(threaded.report);
+    // What `auto` weighs: the stream's mean stored message times the messages read.
+    const { state } = await jsm.streams.info(STREAM);
+    const whole = { fromSeq: state.first_seq, toSeq: state.last_seq };
+    expect(await approxReadBytes(nc, whole)).toBeCloseTo((state.bytes / state.messages) * (state.last_seq - state.first_seq + 1), 3);
+    expect(await approxReadBytes(nc, whole, logFilter(queue))).toBeCloseTo((state.bytes / state.messages) * messages.length, 3);
 
     // And the audit command over the same queue.
     const audit = await cli('audit', '--queue', queue, '--json');
