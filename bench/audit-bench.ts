@@ -16,13 +16,13 @@
 import { createHash } from 'node:crypto';
 import { createInbox, headers as natsHeaders, type NatsConnection } from '@nats-io/nats-core';
 import type { JobEvent } from '../machines/index.js';
-import { Auditor, type AuditReport } from '../src/audit/index.js';
+import type { AuditReport } from '../src/audit/index.js';
 import { retryJobId } from '../src/ids.js';
 import { encodeCommit } from '../src/nats/codec.js';
 import { connectNats } from '../src/nats/connection.js';
 import { ensureStream } from '../src/nats/streams.js';
 import { EXPECTED_HEADER, MSG_ID_HEADER, STREAM } from '../src/nats/subjects.js';
-import { measureRawRead, readLogBatches } from '../src/store/read-log.js';
+import { measureRawRead } from '../src/store/read-log.js';
 import { auditLog } from '../src/cli/audit-commands.js';
 
 export interface AuditBenchOptions {
@@ -209,21 +209,11 @@ export async function writeLog(nc: NatsConnection, events: number, firstSeq: num
 
 /**
  * One audit pass over the whole stream as `docket audit` runs it: `thread` folds on a worker
- * thread beside the reader (the default for large logs); `inline` reads and folds on one thread.
+ * thread beside the reader (`--thread on`); `inline` reads and folds on one thread (`--thread off`).
  */
 export async function measureAudit(nc: NatsConnection, mode: 'thread' | 'inline' = 'thread'): Promise<{ perSecond: number; ms: number; report: AuditReport; mode: string }> {
   const started = performance.now();
-  let report: AuditReport;
-  let ran: string = mode;
-  if (mode === 'thread') {
-    const result = await auditLog(nc, { thread: true, maxViolations: 100 });
-    report = result.report;
-    ran = result.mode;
-  } else {
-    const auditor = new Auditor({ maxViolations: 100 });
-    for await (const batch of readLogBatches(nc)) for (const m of batch) auditor.push(m);
-    report = auditor.report();
-  }
+  const { report, mode: ran } = await auditLog(nc, { thread: mode === 'thread', maxViolations: 100 });
   const ms = performance.now() - started;
   return { perSecond: (report.events * 1000) / ms, ms, report, mode: ran };
 }

@@ -22,9 +22,10 @@ import type { AuditOptions, AuditReport } from './types.js';
  * `docket audit --thread auto`: a log this large (bytes read) is audited on a worker thread, a
  * smaller one inline. The worker starts cold (its own isolate compiles the audit again), a fixed
  * cost that only a long read pays back. Measured on a 2-core AMD EPYC
- * (`GOMAXPROCS=1 npx tsx bench/audit-bench.ts N`, ~300 stored bytes an event, events/s thread
- * against inline, two passes each): 100,000 events 148-157k against 244-269k; 300,000 205-223k
- * against 241-265k; 600,000 236-245k against 213-242k; 1,000,000 243-275k against 220-223k.
+ * (`GOMAXPROCS=1 npx tsx bench/audit-bench.ts N`: `auditLog` with `thread` true and false, ~300
+ * stored bytes an event; events/s on the thread against inline, two passes each): 100,000 events
+ * 150-175k against 260-294k; 300,000 227-258k against 289-290k; 600,000 278k against 247-254k;
+ * 1,000,000 266-275k against 234-268k.
  */
 export const AUTO_THREAD_MIN_BYTES = 160 * 2 ** 20;
 

@@ -92,8 +92,9 @@ export async function lastSeq(nc: NatsConnection, filter?: string): Promise<numb
 
 /**
  * About how many bytes a read of `bounds` on `filter` fetches: the stream's mean stored message
- * times the messages read (on a filter, its messages in the stream, at most the range's
- * sequences). An estimate for choosing how to read, not a count.
+ * times the messages read (the stored ones in range; on a filter, its messages in the whole
+ * stream, at most the range's sequences: an upper bound). A hint for choosing how to read, not
+ * a count: 0 when the stream cannot say.
  */
 export async function approxReadBytes(nc: NatsConnection, bounds: LogBounds, filter: string = LOG_SUBJECTS): Promise<number> {
   const jsm = await manager(nc);
@@ -101,15 +102,15 @@ export async function approxReadBytes(nc: NatsConnection, bounds: LogBounds, fil
   let info;
   try {
     info = whole ? await jsm.streams.info(STREAM) : await jsm.streams.info(STREAM, { subjects_filter: filter });
-  } catch (err) {
-    if (isNotFound(err)) return 0;
-    throw err;
+  } catch {
+    return 0;
   }
-  const { messages, bytes } = info.state;
+  const { messages, bytes, first_seq: first } = info.state;
   if (messages === 0) return 0;
-  const inRange = bounds.toSeq - bounds.fromSeq + 1;
-  const onFilter = whole ? inRange : Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
-  return (bytes / messages) * Math.min(inRange, onFilter);
+  // A purged or trimmed stream starts past 1, and deleted messages leave holes: count what is stored.
+  const inRange = Math.max(0, bounds.toSeq - Math.max(bounds.fromSeq, first) + 1);
+  const stored = whole ? messages : Object.values(info.state.subjects ?? {}).reduce((sum, n) => sum + n, 0);
+  return (bytes / messages) * Math.min(inRange, stored);
 }
 
 /** The stored time (ms) of the first message at or after `seq`, with its sequence; null past the end. */
