@@ -571,8 +571,7 @@ export async function auditLog(nc: NatsConnection, options: AuditLogOptions = {}
     ...(options.toSeq === undefined ? {} : { toSeq: options.toSeq }),
     maxViolations: options.maxViolations ?? 1000,
   };
-  const auto = options.thread === undefined || options.thread === 'auto';
-  const thread = options.thread === true || (auto && bounds !== null && autoThread(await approxReadBytes(nc, bounds, filter), availableParallelism()));
+  const thread = options.thread === undefined || options.thread === 'auto' ? bounds !== null && autoThread(await approxReadBytes(nc, bounds, filter), availableParallelism()) : options.thread;
   const audit = await startPackedAudit({ ...auditOptions, thread });
   if (bounds !== null) {
     options.onBounds?.(bounds);
